@@ -1,0 +1,1 @@
+"""Benchmarks: documented commands that print their figures (last line JSON)."""

@@ -1,0 +1,367 @@
+"""`python -m repair.loop`: prepare -> train/load -> test -> review -> fine-tune -> verify -> report.
+
+One run is one folder. Every stage writes its outputs there and is skipped when they exist, so
+rerunning the same command resumes at the first unfinished stage. This module only orders the
+stages and maps the configuration onto the functions that do the work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from repair.errors import UserError, exit_on_user_error
+from repair.fileio import read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
+
+log = logging.getLogger("repair.loop")
+
+
+# ---------------------------------------------------------------- run folder
+
+
+def flat(cfg: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat(v, key + "."))
+        else:
+            out[key] = v
+    return out
+
+
+def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
+    """Refuse to mix a run folder with another configuration; name the first key that differs."""
+    current = OmegaConf.to_container(cfg, resolve=True)
+    path = run_dir / "config.json"
+    if not path.exists():
+        write_json_atomic(path, current)
+        return
+    saved = read_json(path)
+    ignored = tuple(cfg.resume_ignores)
+    a, b = flat(saved), flat(current)
+    for key in sorted(set(a) | set(b)):
+        if key.split(".")[0] in ignored:
+            continue
+        if a.get(key) != b.get(key):
+            raise UserError(
+                f"{run_dir} holds a run with {key}={a.get(key)!r}, this command has {key}={b.get(key)!r}. "
+                f"Use another run_dir=... for the new configuration, or rerun with {key}={a.get(key)!r} to resume."
+            )
+
+
+@dataclass
+class Run:
+    cfg: DictConfig
+    dir: Path
+    seconds: dict = field(default_factory=dict)
+    _translators: dict = field(default_factory=dict)
+    _parser: object = None
+
+    @contextmanager
+    def stage(self, name: str):
+        log.info("== %s", name)
+        start = time.perf_counter()
+        yield
+        self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 2)
+        write_json_atomic(self.dir / "seconds.json", self.seconds)
+
+    def translator(self, checkpoint: Path, data_dir: Path):
+        from repair.nmt.translator import FairseqTranslator
+
+        key = str(checkpoint)
+        if key not in self._translators:
+            self._translators[key] = FairseqTranslator(
+                checkpoint,
+                data_dir,
+                beam=self.cfg.translate.beam,
+                max_tokens=self.cfg.translate.max_tokens,
+                device=self.cfg.device,
+            )
+        return self._translators[key]
+
+    def parser(self):
+        if self._parser is None:
+            from repair.purity.parsers import make_parser
+
+            self._parser = make_parser(self.cfg.parser)
+        return self._parser
+
+
+def sha256(path: Path) -> str | None:
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+# ---------------------------------------------------------------- stages
+
+
+@dataclass
+class Data:
+    dir: Path
+    sentences: Path  # English sentences Purity tests
+    references: Path | None  # oracle references for every sentence and NP (demo only)
+
+
+def stage_prepare(cfg: DictConfig) -> Data:
+    from repair.data.prepare import prepare_data
+
+    data_dir = Path(cfg.data.dir)
+    if cfg.data.name == "demo":
+        from repair.data.demo import build_demo
+
+        build_demo(data_dir, **OmegaConf.to_container(cfg.data.build, resolve=True))
+    elif cfg.data.name == "wmt18":
+        from repair.data.wmt18 import collect
+
+        collect(data_dir)
+    else:
+        raise UserError(f"data={cfg.data.name}: unknown data set (demo | wmt18)")
+    prepare_data(data_dir, **OmegaConf.to_container(cfg.data.prepare, resolve=True))
+    sentences = Path(cfg.purity.input) if cfg.purity.input else data_dir / cfg.data.sentences
+    references = data_dir / cfg.data.references if cfg.data.get("references") else None
+    return Data(data_dir, sentences, references)
+
+
+def stage_train(run: Run, data: Data) -> Path:
+    cfg = run.cfg
+    marker = run.dir / "model.json"
+    if marker.exists():
+        return Path(read_json(marker)["checkpoint"])
+    if cfg.model.checkpoint:
+        checkpoint = Path(cfg.model.checkpoint)
+        if not checkpoint.is_file():
+            raise UserError(f"model.checkpoint={checkpoint}: no such file")
+    else:
+        from repair.nmt.train import train_model
+
+        checkpoint = train_model(data.dir, Path(cfg.model.save_dir), cfg.model, seed=cfg.seed)
+    write_json_atomic(marker, {"checkpoint": str(checkpoint), "sha256": sha256(checkpoint)})
+    return checkpoint
+
+
+def purity_kwargs(cfg: DictConfig) -> dict:
+    p = cfg.purity
+    return dict(
+        thresholds=tuple(p.thresholds),
+        unit=p.unit,
+        skip_latin=p.skip_latin,
+        max_words=p.max_words,
+        min_content_words=p.min_content_words,
+    )
+
+
+def stage_test(run: Run, out: Path, checkpoint: Path, data: Data) -> dict:
+    from repair.purity.run import run_purity
+
+    if not (out / "summary.json").exists():
+        sentences = read_text_lines(data.sentences)
+        run_purity(sentences, run.parser(), run.translator(checkpoint, data.dir), out, **purity_kwargs(run.cfg))
+    return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
+
+
+def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
+    from repair.review.store import load_corrections, review_stats
+
+    cfg = run.cfg
+    done = out / "done.json"
+    corrections_path = out / "corrections.jsonl"
+    by_id = {i["id"]: i for i in issues}
+    if not done.exists():
+        method = cfg.review.name
+        if method == "oracle":
+            from repair.data.demo import load_references
+            from repair.review.oracle import oracle_review
+
+            if data.references is None:
+                raise UserError(
+                    f"review=oracle needs reference translations, and data={cfg.data.name} has none: "
+                    "use review=file or review=web"
+                )
+            oracle_review(issues, load_references(data.references), out)
+        elif method == "file":
+            from repair.review.sheet import file_review
+
+            file_review(issues, out)  # raises ReviewPending until the sheet is filled in
+        elif method == "web":
+            from repair.review.web import serve_review
+
+            serve_review(issues, out, host=cfg.review.host, port=cfg.review.port)
+        else:
+            raise UserError(f"review={method}: unknown review method (oracle | file | web)")
+        stats = review_stats(out)
+        write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
+    state = read_json(done)
+    if sha256(corrections_path) != state["corrections_sha256"]:
+        raise UserError(
+            f"{corrections_path} changed after the review ended, and later stages were built on the old "
+            f"content. Nothing is lost; to use the new corrections, delete {done} and the folders after it "
+            f"({out.parent / 'finetune'}, {out.parent / 'verify'}) and rerun."
+        )
+    if corrections_path.exists() and corrections_path.stat().st_size:
+        corrections, notes = load_corrections(corrections_path, by_id)
+    else:
+        corrections, notes = [], {}
+    return corrections, {"method": state["method"], **state["stats"], "notes": notes}
+
+
+def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data) -> list[tuple[str, str]]:
+    pairs = [(c["source"], c["correction"]) for c in corrections] * cfg.finetune.repeat
+    if cfg.finetune.replay:
+        en = read_text_lines(data.dir / "raw" / "train.en")
+        zh = read_text_lines(data.dir / "raw" / "train.zh")
+        rng = random.Random(cfg.seed)
+        idx = rng.sample(range(len(en)), min(cfg.finetune.replay, len(en)))
+        pairs += [(en[i], zh[i]) for i in idx]
+    random.Random(cfg.seed).shuffle(pairs)
+    return pairs
+
+
+def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict], data: Data) -> dict:
+    from repair.nmt.finetune import finetune_model
+
+    result_path = out / "result.json"
+    if not result_path.exists():
+        ft = run.cfg.finetune
+        result = finetune_model(
+            checkpoint,
+            data.dir,
+            finetune_pairs(run.cfg, corrections, data),
+            out,
+            lr=ft.lr,
+            patience=ft.patience,
+            max_epoch=ft.max_epoch,
+            seed=run.cfg.seed,
+        )
+        result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
+        write_json_atomic(result_path, result)
+    return read_json(result_path)
+
+
+def translate_cached(translator, texts: list[str], path: Path) -> list[str]:
+    if path.exists():
+        cached = read_text_lines(path)
+        if len(cached) == len(texts):
+            return cached
+    out = translator.translate(texts)
+    write_text_atomic(path, "".join(t.replace("\n", " ") + "\n" for t in out))
+    return out
+
+
+def stage_verify(
+    run: Run, out: Path, base: Path, finetuned: Path, corrections: list[dict], test: dict, test_dir: Path, data: Data
+) -> dict:
+    from repair.purity.run import run_purity
+    from repair.verify import bleu_significance, purity_regressions, verify_fixes
+
+    verify_path = out / "verify.json"
+    if verify_path.exists():
+        return read_json(verify_path)
+    cfg = run.cfg
+    new_model = run.translator(finetuned, data.dir)
+    fixes = verify_fixes(
+        corrections, new_model.translate([c["source"] for c in corrections]) if corrections else [], cfg.purity.unit
+    )
+    write_json_atomic(out / "fixes.json", fixes)
+    log.info("fixed %s of %s corrections", fixes["fixed"], fixes["corrections"])
+
+    test_en = read_text_lines(data.dir / "raw" / "test.en")
+    test_zh = read_text_lines(data.dir / "raw" / "test.zh")
+    hyp_base = translate_cached(run.translator(base, data.dir), test_en, out / "bleu" / "base.txt")
+    hyp_new = translate_cached(new_model, test_en, out / "bleu" / "finetuned.txt")
+    bleu = bleu_significance(
+        test_zh, hyp_base, hyp_new, n_samples=cfg.verify.bootstrap_samples, alpha=cfg.verify.alpha
+    )
+    log.info("BLEU %.2f -> %.2f (p = %.3f)", bleu["before"], bleu["after"], bleu["p_value"])
+
+    purity_dir = out / "purity"
+    if not (purity_dir / "summary.json").exists():
+        trees = read_text_lines(test_dir / "trees.txt")
+        run_purity(
+            read_text_lines(data.sentences), run.parser(), new_model, purity_dir, trees=trees, **purity_kwargs(cfg)
+        )
+    after_issues = read_jsonl(purity_dir / "issues.jsonl")
+    result = {
+        "fixes": {k: v for k, v in fixes.items() if k != "rows"},
+        "bleu": bleu,
+        "purity_after": read_json(purity_dir / "summary.json"),
+        "regressions": purity_regressions(test["issues"], after_issues),
+    }
+    write_json_atomic(verify_path, result)
+    return result
+
+
+# ---------------------------------------------------------------- the loop
+
+
+def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
+    from repair.report import write_report
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    check_run_config(run_dir, cfg)
+    seconds_path = run_dir / "seconds.json"
+    run = Run(cfg, run_dir, read_json(seconds_path) if seconds_path.exists() else {})
+    resumed = set(run.seconds)
+
+    with run.stage("prepare"):
+        data = stage_prepare(cfg)
+    with run.stage("train"):
+        base = stage_train(run, data)
+
+    cycles = []
+    checkpoint = base
+    for k in range(1, cfg.cycles + 1):
+        cdir = run_dir / f"cycle{k}"
+        with run.stage("test"):
+            test = stage_test(run, cdir / "test", checkpoint, data)
+        log.info("Purity: %s issues in %s pairs", len(test["issues"]), test["summary"].get("pairs"))
+        with run.stage("review"):
+            corrections, review = stage_review(run, cdir / "review", test["issues"], data)
+        log.info("review: %s corrections", len(corrections))
+        if not corrections:
+            cycles.append({"cycle": k, "test": test, "review": review, "corrections": [], "finetune": None, "verify": None})
+            log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
+            break
+        with run.stage("finetune"):
+            ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data)
+        with run.stage("verify"):
+            verify = stage_verify(
+                run, cdir / "verify", checkpoint, Path(ft["best_checkpoint"]), corrections, test, cdir / "test", data
+            )
+        cycles.append(
+            {"cycle": k, "test": test, "review": review, "corrections": corrections, "finetune": ft, "verify": verify}
+        )
+        checkpoint = Path(ft["best_checkpoint"])
+
+    with run.stage("report"):
+        path = write_report(run_dir, cfg, data, base, cycles, run.seconds)
+    if resumed:
+        log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
+    return path
+
+
+def default_run_dir(cfg: DictConfig) -> Path:
+    if cfg.run_dir:
+        return Path(cfg.run_dir)
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+@hydra.main(version_base=None, config_path="../conf", config_name="config")
+@exit_on_user_error
+def main(cfg: DictConfig) -> None:
+    path = run_loop(cfg, default_run_dir(cfg))
+    print(f"report: {path}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,29 @@
+# Set-up and the two Quickstart jobs. Everything installs into the active Python environment.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+# The CPU wheel; a GPU user installs their CUDA build of torch first and runs `make install TORCH=torch`.
+TORCH ?= torch==2.13.0
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: install install-test browser demo test
+
+install:
+	$(PIP) install -q "$(TORCH)" wheel cython "numpy<2.5" setuptools
+	# fairseq's build wants torch in its build environment: build against the one just installed
+	$(PIP) install -q --no-build-isolation fairseq-fixed==0.12.3.1
+	$(PIP) install -q -e .
+
+install-test: install browser
+	$(PIP) install -q -e '.[test]'
+
+# Chromium and a CJK font for the review page's browser tests (Debian packages)
+browser:
+	@if [ ! -x /usr/bin/chromium ] || ! fc-list 2>/dev/null | grep -qi wqy; then \
+	  $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium fonts-wqy-microhei >/dev/null; \
+	fi
+
+demo: install
+	$(PYTHON) -m repair.loop
+
+test: install-test
+	$(PYTHON) -m pytest -q

@@ -1,0 +1,211 @@
+"""report.json, report.md and the plots of one run of the loop."""
+
+from __future__ import annotations
+
+import platform
+from importlib import metadata
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from repair.fileio import write_json_atomic, write_text_atomic
+
+PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
+
+
+def versions() -> dict:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def issues_at(summary: dict, threshold) -> int:
+    per = summary.get("issues_per_threshold") or summary.get("issues") or {}
+    if isinstance(per, dict):
+        return int(per.get(str(threshold), per.get(threshold, 0)))
+    return int(per)
+
+
+def cycle_summary(c: dict, threshold) -> dict:
+    test, review, verify, ft = c["test"], c["review"], c["verify"], c["finetune"]
+    out = {
+        "cycle": c["cycle"],
+        "purity": {
+            "before": {
+                "issues": issues_at(test["summary"], threshold),
+                "erroneous_translations": len(c["corrections"]),
+                "issues_per_threshold": test["summary"].get("issues_per_threshold"),
+            },
+        },
+        "review": {k: v for k, v in review.items() if k != "notes"},
+        "review_notes": review.get("notes") or {},
+        "corrections": len(c["corrections"]),
+    }
+    if verify is None:
+        return out
+    after = verify["purity_after"]
+    out["purity"]["after"] = {
+        "issues": issues_at(after, threshold),
+        "issues_per_threshold": after.get("issues_per_threshold"),
+        "regressions": len(verify["regressions"]),
+    }
+    out.update(
+        fixed=verify["fixes"]["fixed"],
+        fix_rate=verify["fixes"]["fix_rate"],
+        bleu=verify["bleu"],
+        finetune={
+            "epochs": ft["epochs"],
+            "best_valid_loss": ft["best_valid_loss"],
+            "curve": ft.get("curve", []),
+            "checkpoint": ft["best_checkpoint"],
+        },
+        regressions=verify["regressions"],
+    )
+    return out
+
+
+def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plots = {}
+    last = cycles[-1]
+    curve = (last.get("finetune") or {}).get("curve") or []
+    if curve:
+        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+        epochs = [p["epoch"] for p in curve]
+        ax.plot(epochs, [p["valid_loss"] for p in curve], marker="o", label="validation")
+        if all(p.get("train_loss") is not None for p in curve):
+            ax.plot(epochs, [p["train_loss"] for p in curve], marker=".", linestyle="--", label="train")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("loss")
+        ax.set_title("Fine-tuning loss")
+        ax.legend()
+        fig.tight_layout()
+        path = run_dir / "plots" / "valid_loss.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+        plt.close(fig)
+        plots["valid_loss"] = str(path.relative_to(run_dir))
+    before = (last["purity"]["before"].get("issues_per_threshold")) or {}
+    after = (last["purity"].get("after") or {}).get("issues_per_threshold") or {}
+    if before:
+        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+        xs = list(range(len(thresholds)))
+        w = 0.38
+        ax.bar([x - w / 2 for x in xs], [before.get(str(t), 0) for t in thresholds], w, label="before")
+        if after:
+            ax.bar([x + w / 2 for x in xs], [after.get(str(t), 0) for t in thresholds], w, label="after")
+        ax.set_xticks(xs, [f"d={t}" for t in thresholds])
+        ax.set_ylabel("suspicious issues")
+        ax.set_title("Purity issues per threshold")
+        ax.legend()
+        fig.tight_layout()
+        path = run_dir / "plots" / "issues.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+        plt.close(fig)
+        plots["issues"] = str(path.relative_to(run_dir))
+    return plots
+
+
+def markdown(report: dict) -> str:
+    lines = ["# Repair report", ""]
+    r = report
+    lines += [
+        f"Model `{r['model']['name']}` on data `{r['data']['name']}`, parser `{r['parser']['name']}`, "
+        f"review `{r['review']['method']}`, threshold d = {r['threshold']}.",
+        "",
+        "| | before | after |",
+        "| --- | --- | --- |",
+        f"| Purity issues (d = {r['threshold']}) | {r['purity']['before']['issues']} | "
+        f"{r['purity'].get('after', {}).get('issues', '–')} |",
+    ]
+    if "bleu" in r:
+        b = r["bleu"]
+        lines.append(f"| BLEU ({b['sentences']} sentences) | {b['before']:.2f} | {b['after']:.2f} |")
+    lines += [""]
+    lines.append(
+        f"- Erroneous translations corrected: **{r['corrections']}** "
+        f"(review precision: {fmt(r['review'].get('precision'))})"
+    )
+    if "fixed" in r:
+        lines.append(f"- Fixed after fine-tuning: **{r['fixed']} of {r['corrections']}** (fix rate {fmt(r['fix_rate'])})")
+        b = r["bleu"]
+        verdict = "a significant change" if b["significant"] else "not a significant change"
+        lines.append(
+            f"- BLEU {b['before']:.2f} → {b['after']:.2f} (Δ {b['delta']:+.2f}, paired bootstrap p = {b['p_value']:.3f}): "
+            f"**{verdict}** at α = {b['alpha']}"
+        )
+        ft = r["finetune"]
+        lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
+        lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
+    notes = r.get("review_notes") or {}
+    superseded = notes.get("superseded") if isinstance(notes, dict) else None
+    if superseded:
+        lines.append(f"- Sources corrected more than once (the latest correction was used): {len(superseded)}")
+        lines += [f"  - {s}" for s in superseded]
+    lines += ["", "## Time per stage (s)", "", "| stage | seconds |", "| --- | --- |"]
+    lines += [f"| {k} | {v:.1f} |" for k, v in r["seconds"].items()]
+    for name, path in r.get("plots", {}).items():
+        lines += ["", f"![{name}]({path})"]
+    if len(r.get("cycles", [])) > 1:
+        lines += ["", "## Cycles", "", "| cycle | issues before | corrections | fixed | issues after | BLEU after |"]
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+        for c in r["cycles"]:
+            lines.append(
+                f"| {c['cycle']} | {c['purity']['before']['issues']} | {c['corrections']} | {c.get('fixed', '–')} | "
+                f"{c['purity'].get('after', {}).get('issues', '–')} | {c.get('bleu', {}).get('after', '–')} |"
+            )
+    if r.get("regressions"):
+        lines += ["", "## Regressions", ""]
+        for i in r["regressions"][:50]:
+            lines.append(f"- `{i['rti']}` in “{i['container']}”: {i['rti_translation']} / {i['container_translation']}")
+    lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
+    return "\n".join(lines)
+
+
+def fmt(x) -> str:
+    return "–" if x is None else f"{x:.3f}"
+
+
+def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cycles: list[dict], seconds: dict) -> Path:
+    threshold = min(cfg.purity.thresholds)
+    summaries = [cycle_summary(c, threshold) for c in cycles]
+    first, last = summaries[0], summaries[-1]
+    report = {
+        **{k: v for k, v in last.items() if k not in ("cycle", "review_notes")},
+        "purity": {"before": first["purity"]["before"], **({"after": last["purity"]["after"]} if "after" in last["purity"] else {})},
+        "review": {**last["review"]},
+        "review_notes": last["review_notes"],
+        "threshold": threshold,
+        "thresholds": list(cfg.purity.thresholds),
+        "seconds": seconds,
+        "model": {**OmegaConf.to_container(cfg.model, resolve=True), "base_checkpoint": str(base_checkpoint)},
+        "data": {**OmegaConf.to_container(cfg.data, resolve=True), "sentences": str(data.sentences)},
+        "parser": OmegaConf.to_container(cfg.parser, resolve=True),
+        "seed": cfg.seed,
+        "versions": versions(),
+        "command": "python -m repair.loop " + " ".join(overrides(cfg)),
+        "cycles": summaries,
+    }
+    report["plots"] = plot(run_dir, summaries, list(cfg.purity.thresholds))
+    write_json_atomic(run_dir / "report.json", report)
+    path = run_dir / "report.md"
+    write_text_atomic(path, markdown(report))
+    return run_dir / "report.json"
+
+
+def overrides(cfg: DictConfig) -> list[str]:
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return list(HydraConfig.get().overrides.task)
+    except Exception:  # composed outside a Hydra app (tests): no command line to show
+        return []

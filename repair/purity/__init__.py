@@ -1,0 +1,19 @@
+"""Purity: testing machine translation by referential transparency.
+
+    from repair.purity import rti_pairs, bow_distance
+    rti_pairs("(ROOT (S ...))", sentence)      # [(container, rti), ...]
+    bow_distance(rti_translation, container_translation, unit="char")
+"""
+
+from repair.purity.check import bow_distance, missing_tokens
+from repair.purity.rti import english_stopwords, extract, parse_tree, rti_pairs
+from repair.purity.run import run_purity
+from repair.purity.translators import MissingTranslations, TableTranslator, Translator, make_translator
+
+
+__all__ = [
+    "rti_pairs", "extract", "parse_tree", "english_stopwords",
+    "bow_distance", "missing_tokens",
+    "Translator", "TableTranslator", "MissingTranslations", "make_translator",
+    "run_purity",
+]

@@ -1,8 +1,16 @@
-"""The one interface every translator implements."""
+"""The one interface every translator implements, and the table of recorded translations."""
 
 from __future__ import annotations
 
+import inspect
+import logging
 from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Mapping
+
+from repair.errors import UserError
+
+log = logging.getLogger(__name__)
 
 
 class Translator(ABC):
@@ -13,3 +21,111 @@ class Translator(ABC):
     @abstractmethod
     def translate(self, texts: list[str]) -> list[str]:
         ...
+
+
+class MissingTranslations(UserError):
+    """Some texts have no translation yet; `missing` lists them, in the order asked."""
+
+    def __init__(self, message: str, missing: list[str]):
+        super().__init__(message)
+        self.missing = missing
+
+
+def read_table(path: str | Path) -> dict[str, str]:
+    """`source<TAB>translation` rows of a UTF-8 TSV; blank lines are skipped, a bad row is
+    named by its line."""
+    from repair.fileio import read_text_lines
+
+    table: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    for number, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        if "\t" not in line:
+            raise UserError(f"{path}:{number}: no tab in this row; each row is source<TAB>translation")
+        source, translation = line.split("\t", 1)
+        source, translation = source.strip(), translation.strip()
+        if "\t" in translation:
+            raise UserError(f"{path}:{number}: more than one tab in this row; each row is source<TAB>translation")
+        if not source:
+            raise UserError(f"{path}:{number}: empty source text before the tab")
+        if source in table and table[source] != translation:
+            raise UserError(f"{path}:{number}: {source!r} has a different translation on line "
+                            f"{first_line[source]}; keep one")
+        table[source] = translation
+        first_line.setdefault(source, number)
+    return table
+
+
+class TableTranslator(Translator):
+    """Translations recorded from any system, looked up in a TSV of `source<TAB>translation`.
+
+    table: the TSV; None or a file that does not exist yet means nothing is translated, so a
+    first run lists every text it needs (see MissingTranslations).
+    """
+
+    name = "table"
+
+    def __init__(self, table: str | None = None):
+        self.table_path = Path(table) if table else None
+        if self.table_path is not None and self.table_path.exists():
+            self.table = read_table(self.table_path)
+            log.info("translation table %s: %d rows", self.table_path, len(self.table))
+        else:
+            self.table = {}
+            if self.table_path is not None:
+                log.warning("translation table %s does not exist yet", self.table_path)
+
+    def translate(self, texts: list[str]) -> list[str]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self.table))
+        if missing:
+            if self.table_path is None:
+                where = "no table given"
+            elif not self.table_path.exists():
+                where = f"{self.table_path} does not exist yet"
+            else:
+                where = f"not in {self.table_path}"
+            raise MissingTranslations(f"{len(missing)} of {len(set(texts))} texts have no translation: {where}",
+                                      missing)
+        return [self.table[t] for t in texts]
+
+
+def constructor_kwargs(kind: str, cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
+    """`options` checked against `cls.__init__`: an unknown key is a UserError that names the keys
+    there are."""
+    params = inspect.signature(cls.__init__).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    known = [n for n, p in params.items() if n != "self" and p.kind in
+             (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    unknown = [k for k in options if k not in known]
+    if unknown and not takes_any:
+        raise UserError(f"{kind} has no option {', '.join(map(repr, unknown))} "
+                        f"(its options: {', '.join(known) or 'none'})")
+    return dict(options)
+
+
+def split_config(cfg: Any) -> tuple[str, dict[str, Any]]:
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(cfg, DictConfig):
+            cfg = OmegaConf.to_container(cfg, resolve=True)
+    except ImportError:
+        pass
+    options = dict(cfg)
+    name = options.pop("name", None)
+    return name, options
+
+
+def make_translator(cfg: Any) -> Translator:
+    """A translator from its config group: `name` (table | fairseq), other keys go to its class."""
+    name, options = split_config(cfg)
+    if name == "table":
+        cls: type = TableTranslator
+    elif name == "fairseq":
+        from repair.nmt.translator import FairseqTranslator
+
+        cls = FairseqTranslator
+    else:
+        raise UserError(f"unknown translator {name!r}; choose translator=table or translator=fairseq")
+    return cls(**constructor_kwargs(f"translator={name}", cls, options))

@@ -1,0 +1,359 @@
+"""Raw parallel text -> cleaned text -> SentencePiece -> fairseq binarized data, all in-process.
+
+Layout (see the contracts): <data_dir>/raw/{train,valid,test}.{en,zh} is read;
+<data_dir>/clean/ (cleaned text), <data_dir>/spm/{en,zh}.model and <data_dir>/bin/ (fairseq
+binarized splits with dict.en.txt, dict.zh.txt) are written, plus <data_dir>/prepare.json with
+the counts and a fingerprint of the inputs so that a rerun with unchanged inputs does nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import unicodedata
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from repair.errors import UserError
+from repair.fileio import read_text_lines, write_json_atomic, write_text_atomic
+
+logger = logging.getLogger(__name__)
+
+SRC, TGT = "en", "zh"
+LANGS = (SRC, TGT)
+SPLITS = ("train", "valid", "test")
+PREPARE_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- cleaning
+
+# Control characters (Cc) except tab/newline handling below, plus BOMs and zero-width marks
+# that fairseq's whitespace tokenizer would otherwise keep inside tokens.
+_INVISIBLE = {"\ufeff", "\u200b", "\u200c", "\u200d", "\u2060", "\u00ad"}
+
+
+def clean_text(text: str) -> str:
+    """One line with control characters and BOMs removed and whitespace collapsed."""
+    out = []
+    for ch in text:
+        if ch in _INVISIBLE:
+            continue
+        if ch in "\t\u3000\u00a0" or (ch.isspace() and ch != " "):
+            out.append(" ")
+            continue
+        if unicodedata.category(ch) == "Cc":
+            continue
+        out.append(ch)
+    return " ".join("".join(out).split())
+
+
+def _length(text: str, lang: str) -> int:
+    # English in words, Chinese in non-space characters: comparable units for the ratio filter.
+    return len(text.split()) if lang == SRC else len(text.replace(" ", ""))
+
+
+def clean_pairs(
+    pairs: Iterable[tuple[str, str]],
+    *,
+    max_ratio: float = 9.0,
+    max_length: int = 250,
+    dedup: bool = True,
+    filter_length: bool = True,
+) -> tuple[list[tuple[str, str]], dict]:
+    """Clean and filter aligned pairs; returns the kept pairs and counts of what was dropped."""
+    counts = {"input": 0, "empty": 0, "too_long": 0, "ratio": 0, "duplicate": 0, "kept": 0, "changed": 0}
+    seen: set[tuple[str, str]] = set()
+    kept: list[tuple[str, str]] = []
+    for en_raw, zh_raw in pairs:
+        counts["input"] += 1
+        en, zh = clean_text(en_raw), clean_text(zh_raw)
+        if en != en_raw or zh != zh_raw:
+            counts["changed"] += 1
+        if not en or not zh:
+            counts["empty"] += 1
+            continue
+        if filter_length:
+            le, lz = _length(en, SRC), _length(zh, TGT)
+            if le > max_length or lz > max_length:
+                counts["too_long"] += 1
+                continue
+            if max(le, lz) / min(le, lz) > max_ratio:
+                counts["ratio"] += 1
+                continue
+        if dedup:
+            if (en, zh) in seen:
+                counts["duplicate"] += 1
+                continue
+            seen.add((en, zh))
+        kept.append((en, zh))
+    counts["kept"] = len(kept)
+    return kept, counts
+
+
+# ----------------------------------------------------------------------------- reading raw data
+
+
+def raw_paths(data_dir: str | os.PathLike) -> dict[tuple[str, str], Path]:
+    raw = Path(data_dir) / "raw"
+    return {(split, lang): raw / f"{split}.{lang}" for split in SPLITS for lang in LANGS}
+
+
+def check_raw(data_dir: str | os.PathLike) -> None:
+    """One UserError listing every missing raw file."""
+    missing = [p for p in raw_paths(data_dir).values() if not p.is_file()]
+    if missing:
+        lines = "\n".join(f"  {p}" for p in missing)
+        raise UserError(
+            f"parallel data missing under {Path(data_dir) / 'raw'}; put these files there "
+            f"(plain UTF-8, one sentence per line, line N of .en aligned with line N of .zh):\n{lines}"
+        )
+
+
+def read_parallel(en_path: Path, zh_path: Path) -> list[tuple[str, str]]:
+    en, zh = read_text_lines(en_path), read_text_lines(zh_path)
+    if len(en) != len(zh):
+        raise UserError(
+            f"{en_path} has {len(en)} lines but {zh_path} has {len(zh)}: the two sides must be aligned line by line"
+        )
+    return list(zip(en, zh))
+
+
+def _fingerprint(paths: Sequence[Path], options: dict) -> str:
+    h = hashlib.sha1(json.dumps(options, sort_keys=True).encode())
+    for p in paths:
+        st = p.stat()
+        h.update(f"{p.name}\t{st.st_size}\t{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+# ----------------------------------------------------------------------------- SentencePiece
+
+
+def spm_paths(data_dir: str | os.PathLike) -> dict[str, Path]:
+    return {lang: Path(data_dir) / "spm" / f"{lang}.model" for lang in LANGS}
+
+
+def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str, character_coverage: float | None = None,
+              model_type: str = "unigram", input_sentence_size: int = 2_000_000, threads: int = 1) -> Path:
+    import sentencepiece as spm
+
+    model_prefix.parent.mkdir(parents=True, exist_ok=True)
+    if character_coverage is None:
+        character_coverage = 0.9995 if lang == TGT else 1.0
+    spm.SentencePieceTrainer.train(
+        input=str(text_path),
+        model_prefix=str(model_prefix),
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        input_sentence_size=input_sentence_size,
+        shuffle_input_sentence=True,
+        # Small corpora cannot fill a large vocabulary: take what the data gives.
+        hard_vocab_limit=False,
+        # fairseq's dictionary adds its own specials; spm's ids are not used downstream.
+        unk_surface="<unk>",
+        num_threads=max(1, threads),
+        minloglevel=2,
+    )
+    return model_prefix.with_suffix(".model")
+
+
+def load_spm(path: str | os.PathLike):
+    import sentencepiece as spm
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(
+            f"SentencePiece model {path} not found; run data preparation (repair.data.prepare.prepare_data) "
+            f"or give the path of the model the checkpoint was trained with"
+        )
+    try:
+        return spm.SentencePieceProcessor(model_file=str(path))
+    except Exception as e:  # sentencepiece raises OSError/RuntimeError with its own text
+        raise UserError(f"{path}: not a SentencePiece model ({e})") from None
+
+
+def encode_pieces(sp, texts: Sequence[str]) -> list[str]:
+    return [" ".join(p) for p in sp.encode(list(texts), out_type=str)]
+
+
+# ----------------------------------------------------------------------------- binarizing
+
+
+def _binarize_file(text_path: Path, dictionary, out_prefix: Path, workers: int = 1) -> None:
+    from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
+
+    binarizer = VocabularyDatasetBinarizer(dictionary, append_eos=True)
+    summary = FileBinarizer.multiprocess_dataset(
+        str(text_path), "mmap", binarizer, str(out_prefix), vocab_size=len(dictionary), num_workers=max(1, workers)
+    )
+    logger.info("binarized %s: %s", out_prefix.name, summary)
+
+
+def _build_dictionary(text_path: Path, workers: int = 1):
+    from fairseq.data import Dictionary
+    from fairseq.tokenizer import tokenize_line
+
+    d = Dictionary()
+    Dictionary.add_file_to_dictionary(str(text_path), d, tokenize_line, max(1, workers))
+    d.finalize(threshold=-1, nwords=-1, padding_factor=8)
+    return d
+
+
+def load_dictionary(path: str | os.PathLike):
+    from fairseq.data import Dictionary
+
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"fairseq dictionary {path} not found; run data preparation or give the dictionary the model was trained with")
+    try:
+        return Dictionary.load(str(path))
+    except Exception as e:
+        raise UserError(f"{path}: not a fairseq dictionary ({e})") from None
+
+
+def bin_prefix(bin_dir: Path, split: str, lang: str) -> Path:
+    return Path(bin_dir) / f"{split}.{SRC}-{TGT}.{lang}"
+
+
+# ----------------------------------------------------------------------------- the stage
+
+
+def prepare_data(
+    data_dir: str | os.PathLike,
+    *,
+    vocab_size: int = 8000,
+    src_vocab_size: int | None = None,
+    tgt_vocab_size: int | None = None,
+    model_type: str = "unigram",
+    max_ratio: float = 9.0,
+    max_length: int = 250,
+    spm_input_sentence_size: int = 2_000_000,
+    workers: int = 1,
+    force: bool = False,
+) -> dict:
+    """Clean, train SentencePiece per language, binarize; returns (and writes) the counts.
+
+    Idempotent: when <data_dir>/prepare.json records the same inputs and options and every
+    output exists, nothing is redone.
+    """
+    data_dir = Path(data_dir)
+    check_raw(data_dir)
+    paths = raw_paths(data_dir)
+    options = {
+        "version": PREPARE_VERSION,
+        "vocab": {SRC: src_vocab_size or vocab_size, TGT: tgt_vocab_size or vocab_size},
+        "model_type": model_type, "max_ratio": max_ratio, "max_length": max_length,
+    }
+    fingerprint = _fingerprint([paths[k] for k in sorted(paths)], options)
+    record_path = data_dir / "prepare.json"
+    bin_dir, clean_dir = data_dir / "bin", data_dir / "clean"
+    outputs = [bin_dir / f"dict.{l}.txt" for l in LANGS] + list(spm_paths(data_dir).values()) + [
+        Path(str(bin_prefix(bin_dir, s, l)) + ext) for s in SPLITS for l in LANGS for ext in (".bin", ".idx")
+    ]
+    if not force and record_path.is_file() and all(p.exists() for p in outputs):
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if record.get("fingerprint") == fingerprint:
+            logger.info("data in %s already prepared (inputs unchanged): skipping", data_dir)
+            return record
+
+    stats: dict = {"splits": {}}
+    clean_dir.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        pairs = read_parallel(paths[(split, SRC)], paths[(split, TGT)])
+        # Valid and test stay comparable with published figures: only repair text, never filter.
+        kept, counts = clean_pairs(pairs, max_ratio=max_ratio, max_length=max_length,
+                                   dedup=split == "train", filter_length=split == "train")
+        if not kept:
+            raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
+        stats["splits"][split] = counts
+        for i, lang in enumerate(LANGS):
+            write_text_atomic(clean_dir / f"{split}.{lang}", "".join(p[i] + "\n" for p in kept))
+        logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
+                    split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
+                    counts["duplicate"], counts["changed"])
+
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".prepare.") as tmp:
+        tmp = Path(tmp)
+        for lang in LANGS:
+            sp_path = train_spm(clean_dir / f"train.{lang}", tmp / lang, vocab_size=options["vocab"][lang], lang=lang,
+                                model_type=model_type, input_sentence_size=spm_input_sentence_size, threads=workers)
+            sp = load_spm(sp_path)
+            for split in SPLITS:
+                lines = (clean_dir / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
+                write_text_atomic(tmp / f"{split}.{lang}", "".join(l + "\n" for l in encode_pieces(sp, lines)))
+            d = _build_dictionary(tmp / f"train.{lang}", workers)
+            d.save(str(tmp / f"dict.{lang}.txt"))
+            for split in SPLITS:
+                _binarize_file(tmp / f"{split}.{lang}", d, tmp / f"{split}.{SRC}-{TGT}.{lang}", workers)
+            stats.setdefault("vocab", {})[lang] = {"spm": sp.get_piece_size(), "dict": len(d)}
+        (data_dir / "spm").mkdir(parents=True, exist_ok=True)
+        for lang in LANGS:
+            for ext in (".model", ".vocab"):
+                os.replace(tmp / f"{lang}{ext}", data_dir / "spm" / f"{lang}{ext}")
+            os.replace(tmp / f"dict.{lang}.txt", bin_dir / f"dict.{lang}.txt")
+            for split in SPLITS:
+                for ext in (".bin", ".idx"):
+                    name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
+                    os.replace(tmp / name, bin_dir / name)
+    record = {"fingerprint": fingerprint, "options": options, **stats,
+              "spm": {l: str(p) for l, p in spm_paths(data_dir).items()}, "bin": str(bin_dir)}
+    write_json_atomic(record_path, record)
+    return record
+
+
+def binarize_pairs(
+    pairs: Sequence[tuple[str, str]],
+    data_dir: str | os.PathLike,
+    out_dir: str | os.PathLike,
+    split: str = "train",
+    *,
+    copy_splits: Sequence[str] = ("valid",),
+    workers: int = 1,
+) -> Path:
+    """Binarize extra pairs with the SentencePiece models and dictionaries of a prepared data_dir.
+
+    Writes <out_dir>/{split}.en-zh.{en,zh}.{bin,idx} and the dictionaries, and copies the
+    prepared splits named in copy_splits (the validation set, for fine-tuning) beside them.
+    Returns out_dir, a directory fairseq's translation task can train on.
+    """
+    data_dir, out_dir = Path(data_dir), Path(out_dir)
+    if not pairs:
+        raise UserError("no sentence pairs to binarize (the corrections and replay sample are empty)")
+    cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
+    bad = [i for i, (en, zh) in enumerate(cleaned) if not en or not zh]
+    if bad:
+        raise UserError(f"pairs {bad[:10]} have an empty side; every pair needs English and Chinese text")
+    src_bin = data_dir / "bin"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:
+        tmp = Path(tmp)
+        for i, lang in enumerate(LANGS):
+            sp = load_spm(spm_paths(data_dir)[lang])
+            d = load_dictionary(src_bin / f"dict.{lang}.txt")
+            text = tmp / f"{split}.{lang}"
+            write_text_atomic(text, "".join(l + "\n" for l in encode_pieces(sp, [p[i] for p in cleaned])))
+            _binarize_file(text, d, tmp / f"{split}.{SRC}-{TGT}.{lang}", workers)
+            for ext in (".bin", ".idx"):
+                name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
+                os.replace(tmp / name, out_dir / name)
+            shutil.copyfile(src_bin / f"dict.{lang}.txt", out_dir / f"dict.{lang}.txt")
+    for s in copy_splits:
+        for lang in LANGS:
+            for ext in (".bin", ".idx"):
+                name = f"{s}.{SRC}-{TGT}.{lang}{ext}"
+                if not (src_bin / name).is_file():
+                    raise UserError(f"{src_bin / name} missing: prepare the data in {data_dir} first")
+                shutil.copyfile(src_bin / name, out_dir / name)
+    return out_dir
+
+
+def read_clean_pairs(data_dir: str | os.PathLike, split: str = "train") -> list[tuple[str, str]]:
+    """The cleaned pairs of a prepared split (for a replay sample)."""
+    clean = Path(data_dir) / "clean"
+    return read_parallel(clean / f"{split}.{SRC}", clean / f"{split}.{TGT}")

@@ -1,0 +1,89 @@
+"""Load fairseq checkpoints with torch's weights-only unpickler.
+
+torch >= 2.6 loads with weights_only=True and refuses fairseq checkpoints because they pickle
+an argparse.Namespace (and, in older ones, a few plain-Python helpers). We allowlist exactly
+those classes, process-wide, so that fairseq's own loading (resuming a training, loading an
+ensemble) works too, and anything else in a pickle is still refused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import os
+import pickle
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from repair.errors import UserError
+
+# What fairseq 0.12 checkpoints contain besides tensors, dicts, lists and numbers:
+# the legacy argparse arguments (state["args"], and Namespaces nested inside state["cfg"]).
+FAIRSEQ_SAFE_GLOBALS: list[Any] = [argparse.Namespace, collections.OrderedDict, collections.defaultdict]
+
+
+def _numpy_globals() -> list[Any]:
+    # Meters of older fairseq versions stored numpy scalars in extra_state["metrics"].
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return []
+    out: list[Any] = [np.dtype, np.ndarray]
+    try:
+        out.append(np._core.multiarray.scalar)  # numpy >= 2
+    except AttributeError:  # pragma: no cover
+        out.append(np.core.multiarray.scalar)
+    out += [type(np.dtype(t)) for t in ("float64", "float32", "float16", "int64", "int32")]
+    try:
+        out.append(np._core.multiarray._reconstruct)
+    except AttributeError:  # pragma: no cover
+        out.append(np.core.multiarray._reconstruct)
+    return out
+
+
+FAIRSEQ_SAFE_GLOBALS += _numpy_globals()
+torch.serialization.add_safe_globals(FAIRSEQ_SAFE_GLOBALS)
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict:
+    """The state dict of a fairseq checkpoint, loaded on CPU with weights_only=True.
+
+    A missing file, a file that is not a checkpoint, or a checkpoint that pickles any object
+    outside the allowlist gives a UserError that names the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        hint = ""
+        if path.parent.is_dir():
+            found = sorted(p.name for p in path.parent.glob("*.pt"))
+            hint = f" ({path.parent} holds: {', '.join(found)})" if found else f" ({path.parent} holds no .pt file)"
+        raise UserError(f"checkpoint {path} not found{hint}; set model.checkpoint to a fairseq checkpoint file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(
+            f"{path}: refused to load, it holds pickled objects that a fairseq checkpoint does not contain "
+            f"({first}). Only load checkpoints from a source you trust; this loader never runs foreign code."
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError) as e:
+        raise UserError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(state, dict) or "model" not in state or not ("cfg" in state or "args" in state):
+        raise UserError(f"{path}: a PyTorch file but not a fairseq checkpoint (no 'model' and 'cfg' entries)")
+    return state
+
+
+def checkpoint_cfg(state: dict):
+    """The training configuration stored in a checkpoint, as an OmegaConf DictConfig."""
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from omegaconf import OmegaConf
+
+    if state.get("cfg") is not None:
+        cfg = state["cfg"]
+        return cfg if OmegaConf.is_config(cfg) else OmegaConf.create(cfg, flags={"allow_objects": True})
+    from repair.nmt.fairseq_config import hydra_isolated
+
+    with hydra_isolated():
+        return convert_namespace_to_omegaconf(state["args"])

@@ -1,0 +1,67 @@
+"""Build fairseq's training configuration in Python, safely from inside a running Hydra app.
+
+fairseq turns command-line arguments into its structured config with
+`convert_namespace_to_omegaconf`, which composes fairseq's own config tree through the
+deprecated `hydra.experimental` API and clears Hydra's global state. Inside a Hydra app with
+version_base >= 1.2 that API raises ImportError, and clearing the global state would break
+the app. `hydra_isolated` saves Hydra's singletons, lets fairseq compose with 1.1 semantics,
+and puts everything back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import warnings
+from typing import Iterator, Sequence
+
+from repair.errors import UserError
+
+logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def hydra_isolated() -> Iterator[None]:
+    from hydra import version
+    from hydra.core.singleton import Singleton
+    from packaging.version import Version
+
+    saved = Singleton.get_state()
+    try:
+        version.VersionBase.instance().setbase(Version("1.1"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        Singleton.set_state(saved)
+
+
+def fairseq_option_args(options: dict) -> list[str]:
+    """{"encoder_layers": 2, "share_all_embeddings": True} -> ["--encoder-layers", "2", "--share-all-embeddings"]."""
+    out: list[str] = []
+    for key, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + str(key).replace("_", "-")
+        if value is True:
+            out.append(flag)
+        elif isinstance(value, (list, tuple)):
+            out += [flag, ",".join(str(v) for v in value)] if key != "adam_betas" else [flag, f"({value[0]}, {value[1]})"]
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def training_config(args: Sequence[str]):
+    """fairseq-train's command-line arguments -> fairseq's FairseqConfig (DictConfig), in-process."""
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    parser = options.get_training_parser()
+    try:
+        namespace = options.parse_args_and_arch(parser, input_args=list(args))
+    except SystemExit:
+        # argparse has printed what it rejected just above.
+        raise UserError(f"fairseq rejected the training options (see the message above): {' '.join(args)}") from None
+    with hydra_isolated():
+        return convert_namespace_to_omegaconf(namespace)

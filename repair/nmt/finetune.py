@@ -1,0 +1,136 @@
+"""Fine-tune a trained checkpoint on extra sentence pairs until validation loss plateaus.
+
+The base checkpoint is only read: fairseq's `finetune_from_model` loads its weights into a
+fresh trainer (optimizer, learning-rate schedule, data loader and meters reset) and every
+file is written under save_dir. A killed fine-tune resumes from save_dir/checkpoint_last.pt;
+a finished one (save_dir/finetune.json) returns its result at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Sequence
+
+from repair.data.prepare import binarize_pairs
+from repair.errors import UserError
+from repair.fileio import append_jsonl, write_json_atomic
+from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.train import _set_threads, read_curve, run_training, use_cuda
+
+logger = logging.getLogger(__name__)
+
+
+def _pairs_digest(pairs: Sequence[tuple[str, str]]) -> str:
+    return hashlib.sha1(json.dumps([list(p) for p in pairs], ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoint: Path, *, lr: float, patience: int,
+                    max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool):
+    """The base model's own training config, turned into a fine-tuning run with a fixed learning rate."""
+    from omegaconf import open_dict
+
+    cfg = checkpoint_cfg(base_state)
+    with open_dict(cfg):
+        cfg.task.data = str(data)
+        c = cfg.checkpoint
+        c.save_dir, c.finetune_from_model, c.restore_file = str(save_dir), str(base_checkpoint), "checkpoint_last.pt"
+        c.reset_optimizer = c.reset_lr_scheduler = c.reset_dataloader = c.reset_meters = False
+        c.patience, c.no_epoch_checkpoints, c.best_checkpoint_metric = int(patience), True, "loss"
+        c.maximize_best_checkpoint_metric, c.save_interval, c.save_interval_updates = False, 1, 0
+        c.no_save, c.no_last_checkpoints, c.keep_best_checkpoints = False, False, -1
+        o = cfg.optimization
+        o.max_epoch, o.max_update, o.lr, o.stop_min_lr = int(max_epoch), 0, [float(lr)], -1.0
+        cfg.lr_scheduler = {"_name": "fixed", "force_anneal": None, "lr_shrink": 0.1, "warmup_updates": 0, "lr": [float(lr)]}
+        if cfg.optimizer is not None and "lr" in cfg.optimizer:
+            cfg.optimizer.lr = [float(lr)]
+        cfg.common.seed, cfg.common.cpu, cfg.common.fp16 = int(seed), not cuda, fp16
+        cfg.common.memory_efficient_fp16, cfg.common.bf16 = False, False
+        cfg.common.log_format, cfg.common.log_interval = "json", 50
+        cfg.common.tensorboard_logdir, cfg.common.wandb_project = None, None
+        d = cfg.dataset
+        if max_tokens:
+            d.max_tokens = d.max_tokens_valid = int(max_tokens)
+        d.num_workers = 0 if not cuda else min(2, d.num_workers or 0)
+        d.train_subset, d.valid_subset, d.disable_validation = "train", "valid", False
+        d.validate_interval, d.validate_interval_updates = 1, 0
+        dt = cfg.distributed_training
+        import torch
+
+        world = max(1, torch.cuda.device_count()) if cuda else 1
+        dt.distributed_world_size, dt.distributed_num_procs, dt.nprocs_per_node = world, world, world
+        dt.distributed_rank, dt.distributed_init_method, dt.device_id, dt.distributed_port = 0, None, 0, -1
+    return cfg
+
+
+def finetune_model(
+    base_checkpoint: str | os.PathLike,
+    data_dir: str | os.PathLike,
+    train_pairs: Sequence[tuple[str, str]],
+    save_dir: str | os.PathLike,
+    *,
+    lr: float = 3e-4,
+    patience: int = 2,
+    max_epoch: int = 20,
+    seed: int = 1,
+    max_tokens: int | None = None,
+    device: str = "auto",
+    fp16: bool | str = "auto",
+    threads: int | None = None,
+) -> dict:
+    """Fine-tune on train_pairs, validating each epoch on <data_dir>'s prepared valid set.
+
+    Returns {"best_checkpoint", "epochs", "best_valid_loss", "curve": [{"epoch", "train_loss",
+    "valid_loss"}, ...], "seconds"} and writes it to save_dir/finetune.json.
+    """
+    start = time.time()
+    base_checkpoint, data_dir, save_dir = Path(base_checkpoint), Path(data_dir), Path(save_dir)
+    if save_dir.resolve() == base_checkpoint.parent.resolve():
+        raise UserError(f"fine-tune folder {save_dir} is the base checkpoint's folder; fine-tune into a folder of its own")
+    digest = _pairs_digest(train_pairs)
+    settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": digest, "pairs": len(train_pairs), "lr": lr,
+                "patience": patience, "max_epoch": max_epoch, "seed": seed, "max_tokens": max_tokens}
+    result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
+    if settings_path.is_file():
+        old = json.loads(settings_path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in settings if old.get(k) != settings[k])
+        if changed:
+            raise UserError(f"{save_dir} holds a fine-tune with other settings ({', '.join(changed)} differ); "
+                            f"remove the folder or fine-tune into another one")
+        if result_path.is_file():
+            logger.info("fine-tune in %s already finished", save_dir)
+            return json.loads(result_path.read_text(encoding="utf-8"))
+    base_state = load_checkpoint(base_checkpoint)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(settings_path, settings)
+
+    data = save_dir / "data"
+    if not (data / "train.en-zh.zh.bin").is_file():
+        binarize_pairs(list(train_pairs), data_dir, data, "train", copy_splits=("valid",))
+    cuda = use_cuda(device)
+    _set_threads(threads, cuda)
+    cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
+                          seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=cuda and fp16 in (True, "auto", "true"))
+    del base_state
+    logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
+                base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)
+    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row))
+
+    best = save_dir / "checkpoint_best.pt"
+    if not best.is_file():
+        raise UserError(f"fine-tuning finished without writing {best}; see fairseq's log above")
+    curve = [{"epoch": r["epoch"], "train_loss": r.get("train_loss"), "valid_loss": r.get("valid_loss")}
+             for r in read_curve(save_dir) if "valid_loss" in r]
+    result = {
+        "best_checkpoint": str(best),
+        "epochs": len(curve),
+        "best_valid_loss": min(r["valid_loss"] for r in curve) if curve else None,
+        "curve": curve,
+        "seconds": round(time.time() - start, 2),
+    }
+    write_json_atomic(result_path, result)
+    return result

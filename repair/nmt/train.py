@@ -1,0 +1,179 @@
+"""Train a fairseq EN->ZH transformer in-process, resuming from checkpoint_last.pt when rerun.
+
+The model config (conf/model/*.yaml) names the backend options: `name`, `checkpoint` (null =
+train here), `fp16` (auto | true | false), `threads`, and every other key is a fairseq-train
+option written with underscores (`arch`, `encoder_layers`, `lr`, `max_tokens`, `max_epoch`,
+...). Unknown keys are rejected by fairseq's own parser with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+import repair.nmt.checkpoint  # noqa: F401  (allowlists fairseq's checkpoint classes for torch.load)
+from repair.data.prepare import LANGS, SRC, TGT, SPLITS
+from repair.errors import UserError
+from repair.fileio import append_jsonl, read_jsonl
+from repair.nmt.fairseq_config import fairseq_option_args, training_config
+
+logger = logging.getLogger(__name__)
+
+# Keys of a model config that are ours, not fairseq-train options.
+OWN_KEYS = {"name", "checkpoint", "fp16", "threads", "description"}
+
+
+def _plain(cfg: Any) -> dict:
+    try:
+        from omegaconf import OmegaConf
+
+        if OmegaConf.is_config(cfg):
+            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+    except ImportError:  # pragma: no cover
+        pass
+    return dict(cfg)
+
+
+def use_cuda(device: str = "auto") -> bool:
+    import torch
+
+    if device == "cpu":
+        return False
+    if device == "cuda" and not torch.cuda.is_available():
+        raise UserError("device=cuda asked for, but torch sees no CUDA device")
+    return torch.cuda.is_available()
+
+
+def check_binarized(bin_dir: Path, splits=("train", "valid")) -> None:
+    missing = [bin_dir / f"dict.{l}.txt" for l in LANGS if not (bin_dir / f"dict.{l}.txt").is_file()]
+    missing += [bin_dir / f"{s}.{SRC}-{TGT}.{l}.bin" for s in splits for l in LANGS
+                if not (bin_dir / f"{s}.{SRC}-{TGT}.{l}.bin").is_file()]
+    if missing:
+        raise UserError("binarized data missing (run data preparation first):\n" + "\n".join(f"  {p}" for p in missing))
+
+
+class EpochLog(logging.Handler):
+    """Collects fairseq's end-of-epoch summaries (JSON progress format) as they are logged."""
+
+    def __init__(self, on_record=None):
+        super().__init__(logging.INFO)
+        self.records: list[dict] = []
+        self.on_record = on_record
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage()
+        if not msg.startswith("{"):
+            return
+        try:
+            stats = json.loads(msg)
+        except ValueError:
+            return
+        keys = set(stats)
+        if "epoch" in keys and ("train_loss" in keys or "valid_loss" in keys):
+            row = {"epoch": int(stats["epoch"])}
+            for k in ("train_loss", "train_nll_loss", "valid_loss", "valid_nll_loss", "train_num_updates", "train_wall"):
+                if k in stats:
+                    row[k] = float(stats[k])
+            self.records.append(row)
+            if self.on_record:
+                self.on_record(row)
+
+
+def run_training(cfg, on_epoch=None) -> list[dict]:
+    """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs)."""
+    from fairseq import distributed_utils
+    from fairseq_cli import train as fairseq_train
+
+    handler = EpochLog(on_epoch)
+    progress_logger = logging.getLogger("fairseq.logging.progress_bar")
+    progress_logger.addHandler(handler)
+    # fairseq's loggers must reach the console even when the caller configured logging otherwise.
+    fairseq_logger = logging.getLogger("fairseq")
+    if fairseq_logger.getEffectiveLevel() > logging.INFO:
+        fairseq_logger.setLevel(logging.INFO)
+    try:
+        distributed_utils.call_main(cfg, fairseq_train.main)
+    finally:
+        progress_logger.removeHandler(handler)
+    return handler.records
+
+
+def _merge_epochs(records: list[dict]) -> list[dict]:
+    by_epoch: dict[int, dict] = {}
+    for r in records:
+        by_epoch.setdefault(r["epoch"], {"epoch": r["epoch"]}).update(r)
+    return [by_epoch[e] for e in sorted(by_epoch)]
+
+
+def train_args(bin_dir: Path, save_dir: Path, options: Mapping[str, Any], *, seed: int, cuda: bool, fp16: bool) -> list[str]:
+    base = {
+        "task": "translation", "source_lang": SRC, "target_lang": TGT,
+        "save_dir": str(save_dir), "seed": seed,
+        "log_format": "json", "log_interval": 50,
+        "no_epoch_checkpoints": True, "skip_invalid_size_inputs_valid_test": True,
+        "best_checkpoint_metric": "loss",
+        "num_workers": 0 if not cuda else 2,
+        "cpu": not cuda, "fp16": fp16,
+    }
+    base.update({k: v for k, v in options.items()})
+    return [str(bin_dir)] + fairseq_option_args(base)
+
+
+def train_model(
+    data_dir: str | os.PathLike,
+    save_dir: str | os.PathLike,
+    model_cfg: Mapping[str, Any],
+    *,
+    seed: int = 1,
+    max_epoch: int | None = None,
+    max_update: int | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    extra_options: Mapping[str, Any] | None = None,
+) -> Path:
+    """Train (or continue training) the model of `model_cfg` on <data_dir>/bin; returns checkpoint_best.pt.
+
+    Rerunning with the same save_dir resumes from its checkpoint_last.pt (mid-epoch when the
+    config sets save_interval_updates); a finished training returns at once.
+    """
+    cfg_dict = _plain(model_cfg)
+    bin_dir = Path(data_dir) / "bin"
+    check_binarized(bin_dir)
+    save_dir = Path(save_dir)
+    save_dir.mkdir(parents=True, exist_ok=True)
+    cuda = use_cuda(device)
+    fp16_opt = cfg_dict.get("fp16", "auto")
+    fp16 = cuda and fp16_opt in (True, "auto", "true")
+    _set_threads(threads or cfg_dict.get("threads"), cuda)
+    options = {k: v for k, v in cfg_dict.items() if k not in OWN_KEYS}
+    if max_epoch is not None:
+        options["max_epoch"] = max_epoch
+    if max_update is not None:
+        options["max_update"] = max_update
+    options.update(extra_options or {})
+    if "arch" not in options:
+        raise UserError("model config has no `arch` (a fairseq architecture such as transformer_wmt_en_de_big)")
+    args = train_args(bin_dir, save_dir, options, seed=seed, cuda=cuda, fp16=fp16)
+    logger.info("training %s in %s", cfg_dict.get("name", options["arch"]), save_dir)
+    cfg = training_config(args)
+    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row))
+    best = save_dir / "checkpoint_best.pt"
+    if not best.is_file():
+        raise UserError(f"training finished without writing {best}; see fairseq's log above")
+    return best
+
+
+def read_curve(save_dir: str | os.PathLike) -> list[dict]:
+    """Per-epoch losses logged by train_model/finetune_model in save_dir (the latest record per epoch)."""
+    path = Path(save_dir) / "curve.jsonl"
+    return _merge_epochs(read_jsonl(path)) if path.is_file() else []
+
+
+def _set_threads(threads: int | None, cuda: bool) -> None:
+    import torch
+
+    if threads and not cuda:
+        torch.set_num_threads(int(threads))

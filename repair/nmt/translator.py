@@ -1,0 +1,200 @@
+"""In-process batched beam search with a fairseq checkpoint: the `fairseq` Purity translator."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from repair.data.prepare import clean_text, encode_pieces, load_dictionary, load_spm, spm_paths
+from repair.errors import UserError
+from repair.nmt.checkpoint import load_checkpoint
+from repair.purity.translators import Translator
+
+logger = logging.getLogger(__name__)
+
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
+# SentencePiece's word boundaries leave spaces between Chinese characters: Chinese has none.
+_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def detokenize_zh(text: str) -> str:
+    return _CJK_SPACE.sub("", text).strip()
+
+
+class FairseqTranslator(Translator):
+    """Translates English to Chinese with a fairseq transformer checkpoint.
+
+    Texts are cleaned like the training data, encoded with the source SentencePiece model,
+    sorted by length into batches of at most `max_tokens` source tokens, decoded with beam
+    search, and turned back into text with the target SentencePiece model. The output length
+    cap is absolute (`max_len`), so a text's translation does not depend on its batch.
+    """
+
+    name = "fairseq"
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike,
+        data_dir: str | os.PathLike | None = None,
+        *,
+        src_spm: str | os.PathLike | None = None,
+        tgt_spm: str | os.PathLike | None = None,
+        src_dict: str | os.PathLike | None = None,
+        tgt_dict: str | os.PathLike | None = None,
+        beam: int = 5,
+        max_tokens: int = 4000,
+        max_sentences: int = 128,
+        max_len: int = 200,
+        len_penalty: float = 1.0,
+        device: str = "auto",
+        fp16: bool | str = "auto",
+        threads: int | None = None,
+    ):
+        import torch
+
+        if data_dir is None and None in (src_spm, tgt_spm, src_dict, tgt_dict):
+            raise UserError("the fairseq translator needs data_dir (with spm/ and bin/) or all of src_spm, tgt_spm, src_dict, tgt_dict")
+        if data_dir is not None:
+            spms = spm_paths(data_dir)
+            src_spm, tgt_spm = src_spm or spms["en"], tgt_spm or spms["zh"]
+            src_dict = src_dict or Path(data_dir) / "bin" / "dict.en.txt"
+            tgt_dict = tgt_dict or Path(data_dir) / "bin" / "dict.zh.txt"
+        if beam < 1 or max_tokens < 1:
+            raise UserError(f"translator: beam ({beam}) and max_tokens ({max_tokens}) must be positive")
+        self.checkpoint = Path(checkpoint)
+        self.beam, self.max_tokens, self.max_sentences, self.max_len = int(beam), int(max_tokens), int(max_sentences), int(max_len)
+        self.sp_src, self.sp_tgt = load_spm(src_spm), load_spm(tgt_spm)
+        self.src_dict, self.tgt_dict = load_dictionary(src_dict), load_dictionary(tgt_dict)
+
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise UserError(f"translator device={device}, but torch sees no CUDA device")
+        self.device = torch.device(device)
+        self.fp16 = self.device.type == "cuda" and fp16 in (True, "auto", "true")
+        if threads and self.device.type == "cpu":
+            torch.set_num_threads(int(threads))
+
+        self.model = self._load_model()
+        from fairseq.sequence_generator import SequenceGenerator
+
+        self.generator = SequenceGenerator(
+            [self.model], self.tgt_dict, beam_size=self.beam, max_len_a=0, max_len_b=self.max_len,
+            len_penalty=len_penalty,
+        )
+        self.max_source_positions = int(self.model.max_positions()[0])
+
+    # ------------------------------------------------------------------ loading
+
+    def _load_model(self):
+        from fairseq import checkpoint_utils, tasks
+        from fairseq.dataclass.utils import merge_with_parent
+        from fairseq.tasks.translation import TranslationConfig, TranslationTask
+        from omegaconf import OmegaConf, open_dict
+
+        state = load_checkpoint(self.checkpoint)
+        if state.get("cfg") is not None:
+            state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+        state = checkpoint_utils._upgrade_state_dict(state)
+        cfg = state["cfg"]
+        task_name = getattr(cfg.task, "_name", None) or getattr(cfg.task, "task", None)
+        if task_name != "translation":
+            raise UserError(f"{self.checkpoint}: a fairseq '{task_name}' checkpoint; a translation model is needed")
+        with open_dict(cfg):
+            cfg.task.data = str(self.checkpoint.parent)
+        task_cfg = merge_with_parent(TranslationConfig(), cfg.task, remove_missing=True)
+        task = TranslationTask(task_cfg, self.src_dict, self.tgt_dict)
+        model = task.build_model(cfg.model, from_checkpoint=True)
+        try:
+            model.load_state_dict(state["model"], strict=True, model_cfg=cfg.model)
+        except RuntimeError as e:
+            raise UserError(
+                f"{self.checkpoint} does not fit the dictionaries given ({len(self.src_dict)} source / "
+                f"{len(self.tgt_dict)} target entries): use the dict.en.txt/dict.zh.txt it was trained with "
+                f"({str(e).splitlines()[0][:200]})"
+            ) from None
+        model.eval()
+        if self.fp16:
+            model.half()
+        return model.to(self.device)
+
+    @classmethod
+    def from_config(cls, cfg: Mapping[str, Any]) -> "FairseqTranslator":
+        """From conf/translator/fairseq.yaml (name, checkpoint, data_dir, beam, max_tokens, ...)."""
+        try:
+            from omegaconf import OmegaConf
+
+            if OmegaConf.is_config(cfg):
+                cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
+        except ImportError:  # pragma: no cover
+            pass
+        options = {k: v for k, v in dict(cfg).items() if k != "name"}
+        if not options.get("checkpoint"):
+            raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file)")
+        known = {"checkpoint", "data_dir", "src_spm", "tgt_spm", "src_dict", "tgt_dict", "beam", "max_tokens",
+                 "max_sentences", "max_len", "len_penalty", "device", "fp16", "threads"}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise UserError(f"translator config: unknown key(s) {unknown}; known: {sorted(known)}")
+        return cls(**options)
+
+    # ------------------------------------------------------------------ translating
+
+    def encode(self, text: str):
+        """Source token ids (with EOS) of one text, cut to the model's maximum positions."""
+        import torch
+
+        pieces = encode_pieces(self.sp_src, [clean_text(text)])[0]
+        ids = self.src_dict.encode_line(pieces, add_if_not_exist=False, append_eos=True).long()
+        if len(ids) > self.max_source_positions:
+            ids = torch.cat([ids[: self.max_source_positions - 1], ids[-1:]])
+            self._truncated += 1
+        return ids
+
+    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
+        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+        batches, current, longest = [], [], 0
+        for i in order:
+            longest_if = max(longest, lengths[i])
+            if current and (longest_if * (len(current) + 1) > self.max_tokens or len(current) >= self.max_sentences):
+                batches.append(current)
+                current, longest_if = [], lengths[i]
+            current.append(i)
+            longest = longest_if
+        if current:
+            batches.append(current)
+        return batches
+
+    def translate(self, texts: list[str]) -> list[str]:
+        import torch
+        from fairseq.data import data_utils
+
+        if isinstance(texts, str):
+            raise TypeError("translate() takes a list of texts")
+        out = [""] * len(texts)
+        self._truncated = 0
+        todo = [i for i, t in enumerate(texts) if clean_text(t or "")]
+        encoded = {i: self.encode(texts[i]) for i in todo}
+        if self._truncated:
+            logger.warning("%d text(s) longer than the model's %d source positions were truncated",
+                           self._truncated, self.max_source_positions)
+        pad, eos, unk = self.src_dict.pad(), self.src_dict.eos(), self.tgt_dict.unk()
+        ignore = {unk, self.tgt_dict.pad(), self.tgt_dict.bos()}
+        for batch in self._batches([len(encoded[i]) for i in todo]):
+            idx = [todo[b] for b in batch]
+            tokens = [encoded[i] for i in idx]
+            sample = {
+                "net_input": {
+                    "src_tokens": data_utils.collate_tokens(tokens, pad, eos, left_pad=True).to(self.device),
+                    "src_lengths": torch.tensor([len(t) for t in tokens], device=self.device),
+                }
+            }
+            with torch.inference_mode():
+                hypos = self.generator.generate([self.model], sample)
+            for i, hyps in zip(idx, hypos):
+                pieces = self.tgt_dict.string(hyps[0]["tokens"].int().cpu(), extra_symbols_to_ignore=ignore)
+                out[i] = detokenize_zh(self.sp_tgt.decode(pieces.split()))
+        return out

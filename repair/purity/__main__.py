@@ -1,0 +1,74 @@
+"""`python -m repair.purity input=SENTENCES.txt parser=ptb|spacy|stanza translator=table|fairseq out=DIR`."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import hydra
+from omegaconf import DictConfig
+
+from repair.errors import UserError, exit_on_user_error
+from repair.fileio import read_text_lines
+from repair.purity.parsers import make_parser
+from repair.purity.parsers.ptb import PtbParser
+from repair.purity.run import run_purity
+from repair.purity.translators import make_translator
+
+log = logging.getLogger("repair.purity")
+
+
+def summary_table(summary: dict) -> str:
+    """The run's figures as the paper's Tables III and V lay them out."""
+    seconds = summary["seconds"]
+    rows = [
+        ("sentences", summary["sentences"]),
+        ("blank lines skipped", summary["blank_lines_skipped"]),
+        ("long sentences skipped", summary["long_sentences_skipped"]),
+        ("RTIs", summary["rtis"]),
+        ("pairs", summary["pairs"]),
+        ("texts translated", summary["texts"]),
+        ("characters translated", summary["characters_translated"]),
+        ("pairs skipped (Latin letters)", summary["skipped_pairs"]),
+        *((f"issues at d > {d}", n) for d, n in summary["issues"].items()),
+        *((f"seconds: {stage.replace('_', ' ')}", f"{s:.2f}") for stage, s in seconds.items()),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+@exit_on_user_error
+def purity(cfg: DictConfig, out_dir: str) -> dict:
+    started = time.perf_counter()
+    parser = make_parser(cfg.parser)
+    translator = make_translator(cfg.translator)
+    init_seconds = time.perf_counter() - started
+    if cfg.input is not None:
+        sentences = read_text_lines(cfg.input)
+        source = str(cfg.input)
+    elif isinstance(parser, PtbParser):
+        sentences, source = parser.sentences, str(parser.path)
+    else:
+        raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
+                        "sentences, one per line")
+    summary = run_purity(
+        sentences, parser, translator, out_dir,
+        thresholds=list(cfg.thresholds), unit=cfg.unit, skip_latin=cfg.skip_latin,
+        max_words=cfg.max_words, min_content_words=cfg.min_content_words,
+        max_sentence_words=cfg.max_sentence_words, stopwords=cfg.stopwords,
+        stop_tokens=list(cfg.stop_tokens), init_seconds=init_seconds, source=source,
+    )
+    print(summary_table(summary), flush=True)
+    return summary
+
+
+@hydra.main(version_base=None, config_path="../../conf", config_name="purity")
+def main(cfg: DictConfig) -> None:
+    from hydra.core.hydra_config import HydraConfig
+
+    # The run folder is `out` (a multirun job: its own folder under `out`).
+    purity(cfg, HydraConfig.get().runtime.output_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+"""Review in a spreadsheet: write review/sheet.csv and review/sheet.jsonl, read back whichever was filled in."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+
+from repair.errors import UserError
+from repair.fileio import read_text_lines, write_jsonl_atomic, write_text_atomic
+from repair.review.store import KINDS, SIDES, CorrectionStore, parse_kind
+
+SHEET_CSV = "sheet.csv"
+SHEET_JSONL = "sheet.jsonl"
+GIVEN = ("id", "container", "container_translation", "rti", "rti_translation", "missing")
+TO_FILL = ("container_wrong", "rti_wrong", "kind", "corrected_container_translation", "corrected_rti_translation")
+COLUMNS = GIVEN + TO_FILL
+YES = {"yes", "y", "x", "1", "true", "wrong", "是", "错"}
+NO = {"no", "n", "0", "false", "ok", "否", "对"}
+# A spreadsheet runs a cell that starts with one of these as a formula; model output is untrusted.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+class ReviewPending(UserError):
+    """The review is not finished yet: a person has to fill something in, then run the same command again."""
+
+
+def _cell(text: str) -> str:
+    return "'" + text if text.startswith(FORMULA_START) else text
+
+
+def _uncell(text: str) -> str:
+    return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_START) else text
+
+
+def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> list[dict]:
+    """One row per issue; filled from `judgments` (latest per issue id) where there is one."""
+    rows = []
+    for i in issues:
+        row = {k: i[k] for k in GIVEN if k != "missing"}
+        row["missing"] = " ".join(i.get("missing") or [])
+        row.update({k: "" for k in TO_FILL})
+        j = (judgments or {}).get(i["id"])
+        if j is not None:
+            row["container_wrong"] = "yes" if "container" in j["wrong"] else "no"
+            row["rti_wrong"] = "yes" if "rti" in j["wrong"] else "no"
+            row["kind"] = j["kind"] or ""
+            for side in SIDES:
+                row[f"corrected_{side}_translation"] = j["corrections"].get(side, "")
+        rows.append(row)
+    return rows
+
+
+def csv_text(rows: list[dict]) -> str:
+    """CSV with a BOM (so a spreadsheet opens it as UTF-8), formula-like cells quoted with a leading '."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\r\n")
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _cell(str(r[k])) for k in COLUMNS})
+    return "\ufeff" + buf.getvalue()
+
+
+def _jsonl_rows(rows: list[dict]) -> list[dict]:
+    out = []
+    for r in rows:
+        o = dict(r)
+        o["missing"] = r["missing"].split()
+        for k in ("container_wrong", "rti_wrong"):
+            o[k] = {"yes": True, "no": False}.get(r[k])
+        for k in ("kind", "corrected_container_translation", "corrected_rti_translation"):
+            o[k] = r[k] or None
+        out.append(o)
+    return out
+
+
+def instructions(review_dir: Path, pending: int, total: int) -> str:
+    return (
+        f"review: {pending} of {total} issues still to judge. Fill in {review_dir / SHEET_CSV} "
+        f"(or {review_dir / SHEET_JSONL}; the one you saved last is read), one row per issue:\n"
+        "  container_wrong, rti_wrong: yes or no (both no: no error, a false positive)\n"
+        f"  kind: when something is wrong, one of: {', '.join(KINDS)}\n"
+        "  corrected_container_translation / corrected_rti_translation: the right Chinese for each "
+        "translation marked yes\n"
+        "Keep the CSV as UTF-8 CSV. Then run the same command again to continue."
+    )
+
+
+# ---------------------------------------------------------------- reading a filled sheet
+
+
+def _flag(value, where: str, column: str) -> bool | None:
+    if value is None or isinstance(value, bool):
+        return value
+    t = str(value).strip().lower()
+    if not t:
+        return None
+    if t in YES:
+        return True
+    if t in NO:
+        return False
+    raise UserError(f"{where}: {column} must be yes or no, not {value!r}")
+
+
+def _read_csv(path: Path) -> list[tuple[str, dict]]:
+    read_text_lines(path)  # UTF-8 check that names the line
+    text = path.read_bytes().decode("utf-8-sig")
+    head = text.split("\n", 1)[0]
+    delimiter = max(",;\t", key=head.count)  # a spreadsheet in some locales saves with ; or tabs
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    missing = [c for c in ("id", *TO_FILL) if c not in (reader.fieldnames or [])]
+    if missing:
+        raise UserError(f"{path}:1: the header lacks the column(s) {', '.join(missing)}")
+    out = []
+    start = 2
+    for row in reader:
+        where = f"{path}:{start}"
+        start = reader.line_num + 1
+        if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+            continue
+        out.append((where, {k: _uncell(v) if isinstance(v, str) else v for k, v in row.items()}))
+    return out
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, dict]]:
+    out = []
+    for n, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{n}"
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{where}: not valid JSON ({e.msg})") from None
+        if not isinstance(row, dict) or "id" not in row:
+            raise UserError(f"{where}: each line must be an object with an 'id'")
+        out.append((where, row))
+    return out
+
+
+def _judgment(where: str, row: dict, issue: dict):
+    """(wrong, kind, corrections) for a filled row, None for a row not judged yet."""
+    flags = {s: _flag(row.get(f"{s}_wrong"), where, f"{s}_wrong") for s in SIDES}
+    texts = {s: (row.get(f"corrected_{s}_translation") or "").strip() for s in SIDES}
+    kind_text = str(row.get("kind") or "").strip()
+    if all(v is None for v in flags.values()):
+        if kind_text or any(texts[s] and texts[s] != issue[f"{s}_translation"] for s in SIDES):
+            raise UserError(f"{where}: fill container_wrong and rti_wrong (yes or no) for issue {issue['id']}")
+        return None
+    for s in SIDES:
+        if flags[s] is None:
+            raise UserError(f"{where}: {s}_wrong is empty; write yes or no")
+    wrong = [s for s in SIDES if flags[s]]
+    if not wrong:
+        return [], None, {}
+    try:
+        kind = parse_kind(kind_text)
+    except ValueError as e:
+        raise UserError(f"{where}: {e}") from None
+    for s in wrong:
+        if not texts[s]:
+            raise UserError(f"{where}: {s}_wrong is yes, so corrected_{s}_translation needs the right translation")
+        if "".join(texts[s].split()) == "".join(issue[f"{s}_translation"].split()):
+            raise UserError(f"{where}: corrected_{s}_translation is still the model's translation; correct it")
+    return wrong, kind, {s: texts[s] for s in wrong}
+
+
+def _edited(path: Path, pristine: str) -> bool:
+    return path.exists() and path.read_bytes().decode("utf-8", "replace") != pristine
+
+
+def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: str | None = None) -> list[dict]:
+    """First call: write the sheet and raise ReviewPending. Later calls: read it back, record, return corrections.
+
+    A sheet that exists is never written again (the person may have started filling it); the judged rows
+    are recorded on every call, and ReviewPending is raised while rows remain.
+    """
+    review_dir = Path(review_dir)
+    store = CorrectionStore(review_dir, issues)
+    csv_path, jsonl_path = review_dir / SHEET_CSV, review_dir / SHEET_JSONL
+    pristine_rows = sheet_rows(issues)
+    pristine_csv = csv_text(pristine_rows)
+    pristine_jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _jsonl_rows(pristine_rows))
+    hint = f"\nRun again: {rerun_hint}" if rerun_hint else ""
+    if not csv_path.exists() and not jsonl_path.exists():
+        rows = sheet_rows(issues, store.latest)
+        write_text_atomic(csv_path, csv_text(rows))
+        write_jsonl_atomic(jsonl_path, _jsonl_rows(rows))
+        if len(store.latest) < len(issues):
+            raise ReviewPending(instructions(review_dir, len(issues) - len(store.latest), len(issues)) + hint)
+
+    candidates = [p for p, pristine in ((csv_path, pristine_csv), (jsonl_path, pristine_jsonl)) if _edited(p, pristine)]
+    if candidates:
+        source = max(candidates, key=lambda p: p.stat().st_mtime_ns)
+        rows = _read_csv(source) if source.suffix == ".csv" else _read_jsonl(source)
+        by_id = {i["id"]: i for i in issues}
+        seen: dict[str, str] = {}
+        items = []
+        for where, row in rows:
+            rid = str(row.get("id") or "").strip()
+            if rid not in by_id:
+                raise UserError(f"{where}: id {rid!r} is not an issue of this run; the sheet belongs to another run")
+            if rid in seen:
+                raise UserError(f"{where}: issue {rid} appears twice (first at {seen[rid]})")
+            seen[rid] = where
+            j = _judgment(where, row, by_id[rid])
+            if j is not None:
+                items.append((rid, *j, None))
+        lost = [i for i in by_id if i not in seen]
+        if lost:
+            raise UserError(
+                f"{source}: rows for {len(lost)} issue(s) are missing (e.g. {', '.join(lost[:3])}); "
+                "put them back (the other sheet file still has them)"
+            )
+        store.record_many(items)
+    pending = len(issues) - len(store.latest)
+    if pending:
+        raise ReviewPending(instructions(review_dir, pending, len(issues)) + hint)
+    return store.corrections()

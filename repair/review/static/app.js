@@ -1,0 +1,405 @@
+// The review page. Data goes into the page as text nodes only (textContent), never as HTML.
+"use strict";
+
+const TOKEN = document.querySelector('meta[name="review-token"]').content;
+const SIDES = ["container", "rti"];
+const $ = (id) => document.getElementById(id);
+
+let issues = [];
+let kinds = [];
+let saved = {};      // issue id -> latest saved judgment
+let drafts = {};     // issue id -> {wrong: Set, noError, kind, corr: {container, rti}}
+let prefill = {};    // source text -> its latest correction in this review
+let stats = null;
+let current = 0;
+let finished = false;
+
+async function api(path, body) {
+  const opts = { headers: { "X-Review-Token": TOKEN } };
+  if (body !== undefined) {
+    opts.method = "POST";
+    opts.headers["Content-Type"] = "application/json";
+    opts.body = JSON.stringify(body);
+  }
+  const res = await fetch(path, opts);
+  if (!res.ok) {
+    let msg = res.status + " " + res.statusText;
+    try { msg = (await res.json()).error || msg; } catch (e) { /* not JSON */ }
+    throw new Error(msg);
+  }
+  return res;
+}
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+// ---------------------------------------------------------------- drafts
+
+function draftFrom(j) {
+  const d = { wrong: new Set(), noError: false, kind: null, corr: { container: "", rti: "" }, dirty: false };
+  if (j) {
+    j.wrong.forEach((s) => d.wrong.add(s));
+    d.noError = j.wrong.length === 0;
+    d.kind = j.kind;
+    SIDES.forEach((s) => { if (j.corrections[s]) d.corr[s] = j.corrections[s]; });
+  }
+  return d;
+}
+
+function draft(i) {
+  const id = issues[i].id;
+  if (!drafts[id]) drafts[id] = draftFrom(saved[id]);
+  return drafts[id];
+}
+
+function stateOf(i) {
+  const id = issues[i].id;
+  const d = drafts[id];
+  if (d && d.dirty) return "draft";
+  const j = saved[id];
+  if (!j) return "todo";
+  return j.wrong.length ? "bad" : "ok";
+}
+
+// ---------------------------------------------------------------- rendering
+
+function highlightSpan(text, needle, cls) {
+  const frag = document.createDocumentFragment();
+  let at = needle ? text.indexOf(needle) : -1;
+  if (at < 0 && needle) at = text.toLowerCase().indexOf(needle.toLowerCase());
+  if (at < 0) { frag.append(document.createTextNode(text)); return frag; }
+  frag.append(document.createTextNode(text.slice(0, at)));
+  frag.append(el("mark", cls, text.slice(at, at + needle.length)));
+  frag.append(document.createTextNode(text.slice(at + needle.length)));
+  return frag;
+}
+
+function highlightTokens(text, tokens, cls) {
+  // Mark one occurrence per missing token (tokens come with multiplicity), leftmost first.
+  const taken = [];
+  for (const t of tokens || []) {
+    if (!t) continue;
+    let from = 0;
+    while (from <= text.length) {
+      const at = text.indexOf(t, from);
+      if (at < 0) break;
+      const end = at + t.length;
+      if (!taken.some(([a, b]) => at < b && a < end)) { taken.push([at, end]); break; }
+      from = at + 1;
+    }
+  }
+  taken.sort((x, y) => x[0] - y[0]);
+  const frag = document.createDocumentFragment();
+  let pos = 0;
+  for (const [a, b] of taken) {
+    frag.append(document.createTextNode(text.slice(pos, a)));
+    frag.append(el("mark", cls, text.slice(a, b)));
+    pos = b;
+  }
+  frag.append(document.createTextNode(text.slice(pos)));
+  return frag;
+}
+
+function renderProgress() {
+  const s = stats;
+  const box = $("progress-text");
+  box.replaceChildren();
+  const prec = s.precision === null ? "–" : s.precision.toFixed(2);
+  box.append("Judged ", el("b", "", String(s.judged)), " of " + s.total + " · ",
+    el("b", "", String(s.with_error)), " with an error · precision ", el("b", "", prec));
+  $("meter-fill").style.width = (s.total ? (100 * s.judged) / s.total : 0) + "%";
+}
+
+function renderList() {
+  const list = $("list");
+  if (list.children.length !== issues.length) {
+    list.replaceChildren();
+    issues.forEach((iss, i) => {
+      const row = el("div", "item");
+      row.dataset.index = String(i);
+      row.append(el("span", "num", String(i + 1)), el("span", "dot"), el("span", "txt", iss.rti));
+      row.addEventListener("click", () => go(i));
+      list.append(row);
+    });
+  }
+  Array.from(list.children).forEach((row, i) => {
+    row.classList.toggle("current", i === current);
+    row.querySelector(".dot").className = "dot " + stateOf(i);
+  });
+  const cur = list.children[current];
+  if (cur) cur.scrollIntoView({ block: "nearest" });
+}
+
+function statusText(i) {
+  const st = stateOf(i);
+  if (st === "draft") return ["Unsaved changes", "draft"];
+  if (st === "todo") return ["Not judged", ""];
+  const j = saved[issues[i].id];
+  if (st === "ok") return ["Saved · no error", "ok"];
+  const which = j.wrong.map((s) => (s === "rti" ? "RTI" : "container")).join(" and ");
+  return ["Saved · " + which + " wrong · " + j.kind, "bad"];
+}
+
+function render() {
+  const iss = issues[current];
+  const d = draft(current);
+  $("position").textContent = "Issue " + (current + 1) + " of " + issues.length;
+  $("meta").textContent = "distance " + iss.distance + " · id " + iss.id;
+  const [txt, cls] = statusText(current);
+  $("status").textContent = txt;
+  $("status").className = "status " + cls;
+
+  $("container-source").replaceChildren(highlightSpan(iss.container, iss.rti, "rti"));
+  $("container-translation").textContent = iss.container_translation;
+  $("rti-source").textContent = iss.rti;
+  $("rti-translation").replaceChildren(highlightTokens(iss.rti_translation, iss.missing, "miss"));
+  const miss = $("missing");
+  miss.replaceChildren();
+  if (iss.missing && iss.missing.length) {
+    miss.append("Missing from the container's translation:");
+    iss.missing.forEach((t) => miss.append(el("span", "chip", t)));
+  }
+
+  for (const s of SIDES) {
+    const on = d.wrong.has(s);
+    $("wrong-" + s).setAttribute("aria-pressed", String(on));
+    $("pair-" + s).classList.toggle("is-wrong", on);
+    $("fix-" + s).hidden = !on;
+    const ta = $("corr-" + s);
+    if (ta.value !== d.corr[s]) ta.value = d.corr[s];
+    const hint = $("hint-" + s);
+    const source = iss[s];
+    hint.textContent = prefill[source] && prefill[source] !== iss[s + "_translation"] && d.corr[s] === prefill[source]
+      ? "Prefilled with your correction of the same text in another issue." : "";
+  }
+  $("no-error").setAttribute("aria-pressed", String(d.noError));
+  const kindBox = $("kinds");
+  kindBox.classList.toggle("off", d.wrong.size === 0);
+  Array.from(kindBox.children).forEach((b) => b.setAttribute("aria-pressed", String(b.dataset.kind === d.kind)));
+  renderList();
+}
+
+function say(text, cls) {
+  const m = $("message");
+  m.textContent = text;
+  m.className = "message " + (cls || "");
+}
+
+// ---------------------------------------------------------------- actions
+
+function go(i) {
+  if (i < 0 || i >= issues.length) return;
+  current = i;
+  say("");
+  render();
+}
+
+function toggleWrong(side) {
+  const d = draft(current);
+  const iss = issues[current];
+  if (d.wrong.has(side)) d.wrong.delete(side);
+  else {
+    d.wrong.add(side);
+    d.noError = false;
+    if (!d.corr[side]) d.corr[side] = prefill[iss[side]] || iss[side + "_translation"];
+  }
+  d.dirty = true;
+  render();
+}
+
+function markNoError() {
+  const d = draft(current);
+  d.wrong.clear();
+  d.noError = !d.noError;
+  d.kind = d.noError ? null : d.kind;
+  d.dirty = true;
+  render();
+}
+
+function pickKind(n) {
+  const d = draft(current);
+  if (d.wrong.size === 0) { say("Mark a translation wrong first (C or R), then pick its kind.", "error"); return; }
+  d.kind = kinds[n];
+  d.dirty = true;
+  render();
+}
+
+function edit() {
+  const d = draft(current);
+  const side = SIDES.find((s) => d.wrong.has(s));
+  if (!side) { say("Mark a translation wrong first (C or R); then E edits its correction.", "error"); return; }
+  const ta = $("corr-" + side);
+  ta.focus();
+  ta.setSelectionRange(ta.value.length, ta.value.length);
+}
+
+async function save(andNext) {
+  const iss = issues[current];
+  const d = draft(current);
+  if (!d.noError && d.wrong.size === 0) { say("Mark C (container wrong), R (RTI wrong) or N (no error) first.", "error"); return; }
+  if (d.wrong.size && !d.kind) { say("Pick the kind of error: keys 1 to 5.", "error"); return; }
+  for (const s of d.wrong) {
+    const squeeze = (t) => t.replace(/\s+/g, "");
+    if (!squeeze(d.corr[s])) { say("Write the corrected translation (E).", "error"); return; }
+    if (squeeze(d.corr[s]) === squeeze(iss[s + "_translation"])) {
+      say("The corrected " + (s === "rti" ? "RTI" : "container") + " translation is still the model's; edit it (E).", "error");
+      return;
+    }
+  }
+  const body = { issue: iss.id, wrong: SIDES.filter((s) => d.wrong.has(s)), kind: d.wrong.size ? d.kind : null, corrections: {} };
+  body.wrong.forEach((s) => { body.corrections[s] = d.corr[s]; });
+  try {
+    const res = await (await api("/api/judge", body)).json();
+    saved[iss.id] = res.judgment;
+    stats = res.stats;
+    prefill = res.prefill;
+    drafts[iss.id] = draftFrom(res.judgment);
+  } catch (e) {
+    say("Not saved: " + e.message, "error");
+    return;
+  }
+  renderProgress();
+  if (document.activeElement && document.activeElement.tagName === "TEXTAREA") document.activeElement.blur();
+  if (andNext && current < issues.length - 1) { go(current + 1); say("Saved issue " + (issues.indexOf(iss) + 1) + ".", "saved"); }
+  else { render(); say("Saved.", "saved"); }
+}
+
+function nextTodo() {
+  for (let k = 1; k <= issues.length; k++) {
+    const i = (current + k) % issues.length;
+    if (!saved[issues[i].id]) { go(i); return; }
+  }
+  say("Every issue is judged. Shift F finishes the review.", "saved");
+}
+
+async function exportCsv() {
+  try {
+    const blob = await (await api("/api/export.csv")).blob();
+    const a = el("a");
+    a.href = URL.createObjectURL(blob);
+    a.download = "review.csv";
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 1000);
+    say("Exported review.csv.", "saved");
+  } catch (e) {
+    say("Export failed: " + e.message, "error");
+  }
+}
+
+function askFinish() {
+  const left = stats.total - stats.judged;
+  const unsaved = Object.values(drafts).filter((d) => d.dirty).length;
+  let text = "Judged " + stats.judged + " of " + stats.total + ".";
+  if (left) text += " " + left + " issue(s) are not judged; they will not be corrected.";
+  if (unsaved) text += " " + unsaved + " issue(s) have unsaved changes, which will be lost.";
+  $("dialog-text").textContent = text;
+  $("overlay").hidden = false;
+  $("dialog-ok").focus();
+}
+
+function closeDialog() { $("overlay").hidden = true; }
+
+async function finish() {
+  closeDialog();
+  try {
+    const res = await (await api("/api/finish", {})).json();
+    stats = res.stats;
+  } catch (e) {
+    say("Finish failed: " + e.message, "error");
+    return;
+  }
+  finished = true;
+  $("done-text").textContent = "Judged " + stats.judged + " of " + stats.total + ", " + stats.with_error +
+    " with an error (precision " + (stats.precision === null ? "–" : stats.precision.toFixed(2)) + ").";
+  $("done").hidden = false;
+}
+
+// ---------------------------------------------------------------- keys
+
+function onKey(e) {
+  if (finished) return;
+  if (!$("overlay").hidden) {
+    if (e.key === "Escape") { e.preventDefault(); closeDialog(); }
+    else if (e.key === "Enter") { e.preventDefault(); finish(); }
+    return;
+  }
+  const inText = e.target && e.target.tagName === "TEXTAREA";
+  if (inText) {
+    if (e.key === "Escape") { e.preventDefault(); e.target.blur(); }
+    else if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.isComposing) { e.preventDefault(); save(true); }
+    return;
+  }
+  if (e.ctrlKey || e.metaKey || e.altKey) return;
+  const k = e.key;
+  const act = {
+    j: () => go(current + 1), ArrowRight: () => go(current + 1), ArrowDown: () => go(current + 1),
+    k: () => go(current - 1), ArrowLeft: () => go(current - 1), ArrowUp: () => go(current - 1),
+    u: nextTodo, c: () => toggleWrong("container"), r: () => toggleWrong("rti"), n: markNoError,
+    e: edit, Enter: () => save(true), s: () => save(false), x: exportCsv, F: askFinish,
+  }[k];
+  if (act) { e.preventDefault(); act(); return; }
+  if (/^[1-5]$/.test(k)) { e.preventDefault(); pickKind(Number(k) - 1); }
+}
+
+// ---------------------------------------------------------------- start
+
+async function start() {
+  let st;
+  try {
+    st = await (await api("/api/state")).json();
+  } catch (e) {
+    $("progress-text").textContent = "Could not load the review: " + e.message;
+    return;
+  }
+  issues = st.issues;
+  kinds = st.kinds;
+  saved = st.judgments;
+  prefill = st.prefill;
+  stats = st.stats;
+  const box = $("kinds");
+  kinds.forEach((name, n) => {
+    const b = el("button", "", name);
+    b.type = "button";
+    b.dataset.kind = name;
+    b.append(el("kbd", "", String(n + 1)));
+    b.addEventListener("click", () => pickKind(n));
+    box.append(b);
+  });
+  SIDES.forEach((s) => {
+    $("wrong-" + s).addEventListener("click", () => toggleWrong(s));
+    $("corr-" + s).addEventListener("input", (ev) => {
+      const d = draft(current);
+      d.corr[s] = ev.target.value;
+      d.dirty = true;
+      const [txt, cls] = statusText(current);
+      $("status").textContent = txt;
+      $("status").className = "status " + cls;
+      renderList();
+    });
+  });
+  $("no-error").addEventListener("click", markNoError);
+  $("prev").addEventListener("click", () => go(current - 1));
+  $("next").addEventListener("click", () => go(current + 1));
+  $("save").addEventListener("click", () => save(true));
+  $("export").addEventListener("click", exportCsv);
+  $("finish").addEventListener("click", askFinish);
+  $("dialog-cancel").addEventListener("click", closeDialog);
+  $("dialog-ok").addEventListener("click", finish);
+  document.addEventListener("keydown", onKey);
+  window.addEventListener("beforeunload", (e) => {
+    if (!finished && Object.values(drafts).some((d) => d.dirty)) { e.preventDefault(); e.returnValue = ""; }
+  });
+  renderProgress();
+  if (!issues.length) { say("There is nothing to review."); return; }
+  const first = issues.findIndex((iss) => !saved[iss.id]);
+  go(first < 0 ? 0 : first);
+  if (st.finished) say("This review was finished; changes are still saved.", "saved");
+}
+
+start();

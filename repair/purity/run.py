@@ -63,13 +63,15 @@ def run_purity(
     stop_tokens: Iterable[str] = DEFAULT_STOP_TOKENS,
     init_seconds: float = 0.0,
     source: str = "input",
+    lines: Sequence[int] | None = None,
 ) -> dict:
     """Test `translator` on `sentences` (lines of an input; blank ones are skipped and counted).
 
     trees: one bracketed tree per entry of `sentences`, to use instead of `parser`.
     stopwords: a file of English stop words, a collection of them, or None for NLTK's list.
     init_seconds: the caller's time to build parser and translator (Table V's first column).
-    source: the name of the input in messages (`input.txt:7: ...`).
+    source, lines: the input's name and each sentence's line number, for messages
+    (`input.txt:7: ...`); lines default to 1, 2, ...
 
     Writes pairs.jsonl, trees.txt, then issues.jsonl, issues.md and summary.json into
     `out_dir`, and returns the summary. When the translator lacks translations for some texts
@@ -88,7 +90,8 @@ def run_purity(
     kept: list[tuple[int, str]] = []
     kept_trees: list[str] = []
     blank = too_long = 0
-    for number, line in enumerate(sentences, 1):
+    for index, line in enumerate(sentences):
+        number = lines[index] if lines is not None else index + 1
         sentence = " ".join(line.split()) if "\t" in line else line.strip()
         if not sentence:
             blank += 1
@@ -101,7 +104,7 @@ def run_purity(
             continue
         kept.append((number, sentence))
         if trees is not None:
-            kept_trees.append(trees[number - 1])
+            kept_trees.append(trees[index])
     if blank:
         log.info("%s: %d blank line(s) skipped", source, blank)
     if not kept:
@@ -118,7 +121,6 @@ def run_purity(
     pair_sentence: dict[tuple[str, str], str] = {}
     rtis: set[str] = set()
     texts: dict[str, None] = {}  # every text to translate, in first-seen order
-    sentence_of_pair: list[str] = []
     for (number, sentence), tree in tqdm(list(zip(kept, kept_trees)), desc="pairs", unit="sent", disable=None):
         try:
             found = extract(tree, sentence, max_words=max_words, min_content_words=min_content_words,
@@ -130,7 +132,6 @@ def run_purity(
         for pair in found.pairs:
             if pair not in pair_sentence:
                 pair_sentence[pair] = found.sentence
-                sentence_of_pair.append(found.sentence)
                 texts.setdefault(pair[0])
                 texts.setdefault(pair[1])
     pairs = list(pair_sentence)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import os
@@ -167,6 +168,10 @@ def _judgment(where: str, row: dict, issue: dict):
     return wrong, kind, {s: texts[s] for s in wrong}
 
 
+def issue_id(container: str, rti: str) -> str:
+    return hashlib.sha1(f"{container}\t{rti}".encode("utf-8")).hexdigest()[:12]
+
+
 def _edited(path: Path, pristine: str) -> bool:
     return path.exists() and path.read_bytes().decode("utf-8", "replace") != pristine
 
@@ -184,7 +189,9 @@ def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: s
     pristine_csv = csv_text(pristine_rows)
     pristine_jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _jsonl_rows(pristine_rows))
     hint = f"\nRun again: {rerun_hint}" if rerun_hint else ""
-    if not csv_path.exists() and not jsonl_path.exists():
+    untouched = all(not p.exists() or not _edited(p, pristine)
+                    for p, pristine in ((csv_path, pristine_csv), (jsonl_path, pristine_jsonl)))
+    if untouched:  # nothing of the person's in either file (or no file yet): (re)write both
         rows = sheet_rows(issues, store.latest)
         write_text_atomic(csv_path, csv_text(rows))
         write_jsonl_atomic(jsonl_path, _jsonl_rows(rows))
@@ -201,6 +208,11 @@ def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: s
         for where, row in rows:
             rid = str(row.get("id") or "").strip()
             if rid not in by_id:
+                # A spreadsheet may have turned an id like 1234e5678901 into a number: ids are the hash
+                # of container and RTI, so the row's own texts name its issue.
+                rid = issue_id(_uncell(str(row.get("container") or "")), _uncell(str(row.get("rti") or "")))
+            if rid not in by_id:
+                rid = str(row.get("id") or "").strip()
                 raise UserError(f"{where}: id {rid!r} is not an issue of this run; the sheet belongs to another run")
             if rid in seen:
                 raise UserError(f"{where}: issue {rid} appears twice (first at {seen[rid]})")

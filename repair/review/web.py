@@ -27,7 +27,7 @@ from starlette.routing import Route
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
-from repair.review.store import KINDS, PROGRESS, SIDES, CorrectionStore, now_iso
+from repair.review.store import KINDS, SIDES, CorrectionStore, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -137,6 +137,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         routes=[
             Route("/", index),
             Route("/static/{name}", asset),
+            Route("/favicon.ico", lambda request: Response(status_code=204)),
             Route("/api/state", state),
             Route("/api/judge", judge, methods=["POST"]),
             Route("/api/export.csv", export),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import pickle
 import tempfile
 
 from repair.errors import UserError
@@ -99,8 +98,9 @@ class StanzaParser(Parser):
             except FileNotFoundError as e:
                 raise UserError(f"stanza models for {lang!r} ({processors}) not found under "
                                 f"{self.model_dir} ({e}); {DOWNLOAD_HINT}") from None
-            except (pickle.UnpicklingError, RuntimeError, ValueError, KeyError, EOFError) as e:
-                # A file that exists but is no stanza model of the expected kind.
+            except Exception as e:  # noqa: BLE001
+                # A file that is no stanza model of the expected kind fails in torch's unpickler
+                # or stanza's loader with any of a dozen exception types.
                 source = ", ".join(p for p in (constituency_model_path, constituency_pretrain_path) if p)
                 raise UserError(f"stanza could not load its models from {source or self.model_dir}: "
                                 f"{type(e).__name__}: {e}") from None

@@ -173,7 +173,8 @@ function render() {
     if (ta.value !== d.corr[s]) ta.value = d.corr[s];
     const hint = $("hint-" + s);
     const source = iss[s];
-    hint.textContent = prefill[source] && prefill[source] !== iss[s + "_translation"] && d.corr[s] === prefill[source]
+    const own = saved[iss.id] && saved[iss.id].corrections[s];
+    hint.textContent = !own && prefill[source] && d.corr[s] === prefill[source]
       ? "Prefilled with your correction of the same text in another issue." : "";
   }
   $("no-error").setAttribute("aria-pressed", String(d.noError));

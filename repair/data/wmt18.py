@@ -1,0 +1,336 @@
+"""The WMT'18 EN-ZH recipe: the released corpora under <root>/corpora/ -> <root>/raw/{train,valid,test}.{en,zh}.
+
+Training data is what the WMT'18 news task offered for EN-ZH (about 20M pairs): News Commentary
+v13, the UN Parallel Corpus v1.0 and the CWMT corpora. newsdev2017 is the validation set and
+newstest2018 (or newstest2017) the test set, read from their SGML releases. Files may lie
+anywhere under <root>/corpora/ (unpack the archives there); each is found by its file name.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import logging
+import os
+import re
+import shutil
+import tarfile
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from repair.errors import UserError
+from repair.fileio import read_text_lines, write_json_atomic, write_text_atomic
+
+logger = logging.getLogger(__name__)
+
+WMT18 = "http://data.statmt.org/wmt18/translation-task"
+UN_URL = "https://conferences.unite.un.org/uncorpus (UNv1.0.en-zh.tar.gz.00 and .01, joined with cat)"
+CWMT_URL = "the CWMT corpora, distributed to registered WMT'18 participants (see http://www.statmt.org/wmt18/translation-task.html)"
+
+# Public archives a connected machine can fetch; each unpacks into <root>/corpora/.
+DOWNLOADS = {
+    "training-parallel-nc-v13.tgz": f"{WMT18}/training-parallel-nc-v13.tgz",
+    "dev.tgz": f"{WMT18}/dev.tgz",
+    "test.tgz": f"{WMT18}/test.tgz",
+}
+
+# The CWMT sub-corpora WMT'18 listed for EN-ZH; each is a folder of <name>_en.txt / <name>_ch.txt
+# (or _cn.txt) files, aligned line by line.
+CWMT_CORPORA = ("casia2015", "casict2011", "casict2015", "datum2015", "datum2017", "neu2017")
+
+
+@dataclass(frozen=True)
+class Source:
+    """One corpus file (or pair of files) the recipe needs, with where it comes from."""
+
+    names: tuple[str, ...]  # any one of these file names will do
+    origin: str
+
+
+NEWS_COMMENTARY = (
+    Source(("news-commentary-v13.en-zh.tsv", "news-commentary-v13.zh-en.en"), f"{WMT18}/training-parallel-nc-v13.tgz"),
+)
+UN = (Source(("UNv1.0.en-zh.en",), UN_URL), Source(("UNv1.0.en-zh.zh",), UN_URL))
+
+
+def _sgm(name: str, archive: str) -> Source:
+    return Source((name,), f"{WMT18}/{archive}")
+
+
+TEST_SETS = {
+    "newsdev2017": ("dev.tgz",),
+    "newstest2017": ("dev.tgz",),
+    "newstest2018": ("test.tgz",),
+}
+
+
+def sgm_sources(set_name: str) -> tuple[Source, Source]:
+    archive = TEST_SETS[set_name][0]
+    return _sgm(f"{set_name}-enzh-src.en.sgm", archive), _sgm(f"{set_name}-enzh-ref.zh.sgm", archive)
+
+
+# ----------------------------------------------------------------------------- finding files
+
+
+class Corpora:
+    """Finds corpus files by name anywhere under one folder."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self._index: dict[str, Path] = {}
+        if folder.is_dir():
+            for p in sorted(folder.rglob("*")):
+                if p.is_file():
+                    self._index.setdefault(p.name, p)
+
+    def find(self, source: Source) -> Path | None:
+        for n in source.names:
+            if n in self._index:
+                return self._index[n]
+        return None
+
+    def cwmt(self, corpus: str) -> list[tuple[Path, Path]]:
+        """(English, Chinese) file pairs of one CWMT sub-corpus folder."""
+        folders = [p for p in self.folder.rglob(corpus) if p.is_dir()] if self.folder.is_dir() else []
+        pairs = []
+        for folder in folders:
+            for en in sorted(folder.rglob("*_en.txt")):
+                stem = en.name[: -len("_en.txt")]
+                for zh_name in (f"{stem}_ch.txt", f"{stem}_cn.txt", f"{stem}_zh.txt"):
+                    if (en.parent / zh_name).is_file():
+                        pairs.append((en, en.parent / zh_name))
+                        break
+        return pairs
+
+
+def _missing_message(root: Path, missing: list[tuple[str, str]]) -> str:
+    corpora = root / "corpora"
+    lines = [f"WMT'18 EN-ZH data incomplete: put these under {corpora}/ (any sub-folder; unpack the archives there):"]
+    for what, origin in missing:
+        lines.append(f"  {what}\n      from {origin}")
+    lines.append(f"Public parts can be fetched with: python -c \"from repair.data.wmt18 import download; download('{root}')\"")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- readers
+
+
+_SEG = re.compile(r"<seg\b([^>]*)>(.*?)</seg>", re.S | re.I)
+_DOC = re.compile(r"<doc\b([^>]*)>", re.I)
+_ATTR = re.compile(r"(\w+)\s*=\s*\"([^\"]*)\"")
+
+
+def read_sgm(path: Path) -> list[tuple[str, str, str]]:
+    """(docid, segid, text) of every <seg> in a WMT SGML file, in order, entities unescaped."""
+    text = "\n".join(read_text_lines(path))
+    out: list[tuple[str, str, str]] = []
+    pos, docid = 0, ""
+    events = sorted([(m.start(), "doc", m) for m in _DOC.finditer(text)] + [(m.start(), "seg", m) for m in _SEG.finditer(text)],
+                    key=lambda e: e[0])
+    for _, kind, m in events:
+        attrs = dict(_ATTR.findall(m.group(1)))
+        if kind == "doc":
+            docid = attrs.get("docid", "")
+        else:
+            out.append((docid, attrs.get("id", str(len(out) + 1)), html.unescape(m.group(2)).strip()))
+    if not out:
+        raise UserError(f"{path}: no <seg> elements; is it a WMT .sgm file?")
+    return out
+
+
+def read_sgm_pair(src: Path, ref: Path) -> list[tuple[str, str]]:
+    """Aligned (English, Chinese) segments of a source and reference SGML pair, matched by document and segment id."""
+    s, r = read_sgm(src), read_sgm(ref)
+    refs = {(d, i): t for d, i, t in r}
+    missing = [(d, i) for d, i, _ in s if (d, i) not in refs]
+    if missing:
+        d, i = missing[0]
+        raise UserError(f"{ref}: no reference for document {d!r} segment {i} of {src} ({len(missing)} segments unmatched)")
+    return [(t, refs[(d, i)]) for d, i, t in s]
+
+
+def _open_lines(path: Path) -> Iterator[str]:
+    with open(path, encoding="utf-8", errors="strict", newline="") as f:
+        n = 0
+        try:
+            for n, line in enumerate(f, 1):
+                yield line.rstrip("\r\n")
+        except UnicodeDecodeError:
+            raise UserError(f"{path}:{n + 1}: not UTF-8; the WMT'18 releases are UTF-8, re-extract the file") from None
+
+
+def iter_tsv(path: Path, stats: dict) -> Iterator[tuple[str, str]]:
+    for line in _open_lines(path):
+        fields = line.split("\t")
+        if len(fields) < 2:
+            stats["malformed"] = stats.get("malformed", 0) + 1
+            continue
+        yield fields[0], fields[1]
+
+
+def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
+    en_it, zh_it = _open_lines(en_path), _open_lines(zh_path)
+    n = 0
+    for n, (en, zh) in enumerate(zip(en_it, zh_it), 1):
+        yield en, zh
+    rest_en, rest_zh = next(en_it, None), next(zh_it, None)
+    if rest_en is not None or rest_zh is not None:
+        longer = en_path if rest_en is not None else zh_path
+        raise UserError(f"{en_path} and {zh_path} are not aligned: {longer} has more than {n} lines")
+
+
+# ----------------------------------------------------------------------------- the recipe
+
+
+def plan(root: str | os.PathLike = "data/wmt18", test_set: str = "newstest2018") -> dict:
+    """Every input file of the recipe, found under <root>/corpora; one UserError lists all that are missing."""
+    root = Path(root)
+    corpora = Corpora(root / "corpora")
+    missing: list[tuple[str, str]] = []
+    found: dict = {"train": [], "valid": None, "test": None}
+
+    nc = corpora.find(NEWS_COMMENTARY[0])
+    if nc is None:
+        missing.append(("news-commentary-v13.en-zh.tsv (or news-commentary-v13.zh-en.en + .zh)", NEWS_COMMENTARY[0].origin))
+    elif nc.suffix == ".tsv":
+        found["train"].append(("news-commentary-v13", "tsv", nc))
+    else:
+        zh = nc.with_suffix(".zh")
+        if not zh.is_file():
+            missing.append((zh.name, NEWS_COMMENTARY[0].origin))
+        else:
+            found["train"].append(("news-commentary-v13", "pair", (nc, zh)))
+
+    un = [corpora.find(s) for s in UN]
+    for s, p in zip(UN, un):
+        if p is None:
+            missing.append((s.names[0], s.origin))
+    if all(un):
+        found["train"].append(("un-v1.0", "pair", (un[0], un[1])))
+
+    for name in CWMT_CORPORA:
+        pairs = corpora.cwmt(name)
+        if not pairs:
+            missing.append((f"cwmt: a folder {name}/ with *_en.txt and *_ch.txt (or *_cn.txt) files", CWMT_URL))
+        for en, zh in pairs:
+            found["train"].append((f"cwmt-{name}-{en.name[:-len('_en.txt')]}", "pair", (en, zh)))
+
+    if test_set not in TEST_SETS or test_set == "newsdev2017":
+        raise UserError(f"test_set {test_set!r}: choose newstest2018 or newstest2017")
+    for split, set_name in (("valid", "newsdev2017"), ("test", test_set)):
+        srcs = sgm_sources(set_name)
+        paths = [corpora.find(s) for s in srcs]
+        for s, p in zip(srcs, paths):
+            if p is None:
+                missing.append((s.names[0], s.origin))
+        if all(paths):
+            found[split] = (set_name, paths[0], paths[1])
+    if missing:
+        raise UserError(_missing_message(root, missing))
+    return found
+
+
+def collect(root: str | os.PathLike = "data/wmt18", *, test_set: str = "newstest2018", force: bool = False) -> dict:
+    """Write <root>/raw/{train,valid,test}.{en,zh} from the corpora; returns counts per corpus.
+
+    Skips the work when <root>/raw/collect.json records the same input files (sizes, times).
+    """
+    root = Path(root)
+    found = plan(root, test_set)
+    inputs = []
+    for _, kind, p in found["train"]:
+        inputs += [p] if kind == "tsv" else list(p)
+    inputs += list(found["valid"][1:]) + list(found["test"][1:])
+    stamp = {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in inputs}
+    raw = root / "raw"
+    record_path = raw / "collect.json"
+    outputs = [raw / f"{s}.{l}" for s in ("train", "valid", "test") for l in ("en", "zh")]
+    if not force and record_path.is_file() and all(p.is_file() for p in outputs):
+        record = json.loads(record_path.read_text(encoding="utf-8"))
+        if record.get("inputs") == stamp:
+            logger.info("%s already collected: skipping", raw)
+            return record
+
+    raw.mkdir(parents=True, exist_ok=True)
+    counts: dict = {"train": {}}
+    tmp_en, tmp_zh = raw / ".train.en.tmp", raw / ".train.zh.tmp"
+    with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
+        for name, kind, p in found["train"]:
+            stats: dict = {}
+            rows = iter_tsv(p, stats) if kind == "tsv" else iter_parallel(*p)
+            n = 0
+            for en, zh in rows:
+                # One pair per line: a tab or newline inside a field would break the alignment.
+                fe.write(en.replace("\n", " ") + "\n")
+                fz.write(zh.replace("\n", " ") + "\n")
+                n += 1
+            counts["train"][name] = {"pairs": n, **stats}
+            logger.info("%s: %d pairs", name, n)
+    os.replace(tmp_en, raw / "train.en")
+    os.replace(tmp_zh, raw / "train.zh")
+    for split in ("valid", "test"):
+        set_name, src, ref = found[split]
+        pairs = read_sgm_pair(src, ref)
+        for i, lang in enumerate(("en", "zh")):
+            write_text_atomic(raw / f"{split}.{lang}", "".join(p[i].replace("\n", " ") + "\n" for p in pairs))
+        counts[split] = {set_name: len(pairs)}
+    record = {"inputs": stamp, "counts": counts}
+    write_json_atomic(record_path, record)
+    return record
+
+
+def download(root: str | os.PathLike = "data/wmt18", *, timeout: float = 30.0) -> list[Path]:
+    """Fetch and unpack the public archives (News Commentary v13, dev and test sets) into <root>/corpora/.
+
+    The UN corpus and CWMT have to be fetched by hand (registration); `collect` says where.
+    Without a network this fails with a clear message.
+    """
+    corpora = Path(root) / "corpora"
+    corpora.mkdir(parents=True, exist_ok=True)
+    fetched = []
+    for name, url in DOWNLOADS.items():
+        target = corpora / name
+        if not target.is_file():
+            part = target.with_suffix(target.suffix + ".part")
+            try:
+                with urllib.request.urlopen(url, timeout=timeout) as r, open(part, "wb") as f:
+                    shutil.copyfileobj(r, f)
+            except OSError as e:
+                part.unlink(missing_ok=True)
+                raise UserError(f"could not download {url} ({e}); fetch it by hand into {corpora}/ and unpack it there") from None
+            os.replace(part, target)
+        with tarfile.open(target) as tar:
+            tar.extractall(corpora, filter="data")
+        fetched.append(target)
+    return fetched
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m repair.data.wmt18 [download|collect] [ROOT]`."""
+    import sys
+
+    from repair.errors import exit_on_user_error
+
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in ("download", "collect"):
+        print("usage: python -m repair.data.wmt18 {download,collect} [ROOT=data/wmt18]", file=sys.stderr)
+        sys.exit(2)
+    root = argv[1] if len(argv) > 1 else "data/wmt18"
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+
+    @exit_on_user_error
+    def run() -> None:
+        if argv[0] == "download":
+            for p in download(root):
+                print(f"fetched {p}")
+        else:
+            record = collect(root)
+            print(json.dumps(record["counts"], indent=2))
+
+    run()
+
+
+if __name__ == "__main__":
+    main()

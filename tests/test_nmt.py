@@ -1,0 +1,204 @@
+"""fairseq in-process: train a tiny model on fixture data, translate, reload, resume, fine-tune, refuse bad input."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from repair.data.prepare import prepare_data
+from repair.errors import UserError
+from repair.nmt.checkpoint import load_checkpoint
+from repair.nmt.finetune import finetune_model
+from repair.nmt.train import read_curve, train_model
+from repair.nmt.translator import FairseqTranslator
+
+FIXTURES = Path(__file__).parent / "fixtures" / "nmt"
+_spec = importlib.util.spec_from_file_location("nmt_corpus", FIXTURES / "corpus.py")
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+
+TINY = {
+    "name": "test_tiny", "arch": "transformer",
+    "encoder_layers": 1, "decoder_layers": 1, "encoder_embed_dim": 64, "decoder_embed_dim": 64,
+    "encoder_ffn_embed_dim": 128, "decoder_ffn_embed_dim": 128,
+    "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+    "share_decoder_input_output_embed": True, "dropout": 0.1,
+    "optimizer": "adam", "adam_betas": [0.9, 0.98], "lr": 5e-3, "lr_scheduler": "inverse_sqrt", "warmup_updates": 40,
+    "criterion": "label_smoothed_cross_entropy", "label_smoothing": 0.1, "max_tokens": 1000,
+}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory) -> Path:
+    d = corpus.write_corpus(tmp_path_factory.mktemp("nmt") / "data")
+    prepare_data(d, vocab_size=200)
+    return d
+
+
+@pytest.fixture(scope="module")
+def trained(data_dir, tmp_path_factory) -> Path:
+    torch.set_num_threads(2)
+    return train_model(data_dir, tmp_path_factory.mktemp("ckpt") / "test_tiny", TINY, max_epoch=20)
+
+
+@pytest.fixture(scope="module")
+def translator(trained, data_dir) -> FairseqTranslator:
+    return FairseqTranslator(trained, data_dir, beam=4, max_tokens=300)
+
+
+def test_training_learns_and_logs_a_curve(trained):
+    curve = read_curve(trained.parent)
+    assert [r["epoch"] for r in curve] == list(range(1, 21))
+    assert curve[-1]["valid_loss"] < curve[0]["valid_loss"] - 3
+    assert (trained.parent / "checkpoint_last.pt").is_file()
+
+
+def test_translates_held_out_sentences(translator):
+    test = corpus.pairs(30, seed=7)
+    out = translator.translate([en for en, _ in test])
+    assert len(out) == len(test)
+    assert all(o.endswith("。") and " " not in o for o in out)
+    exact = sum(o == zh for o, (_, zh) in zip(out, test))
+    assert exact >= 8, list(zip(out, test))
+
+
+def test_reloaded_from_disk_gives_the_same_translations(trained, data_dir, translator):
+    texts = [en for en, _ in corpus.pairs(12, seed=8)]
+    again = FairseqTranslator(trained, src_spm=data_dir / "spm/en.model", tgt_spm=data_dir / "spm/zh.model",
+                              src_dict=data_dir / "bin/dict.en.txt", tgt_dict=data_dir / "bin/dict.zh.txt",
+                              beam=4, max_tokens=300)
+    assert again.translate(texts) == translator.translate(texts)
+
+
+def test_translation_does_not_depend_on_the_batch(translator):
+    texts = [en for en, _ in corpus.pairs(40, seed=9)] + ["The cat sees the dog .", "The big red clever old happy tall cat sees the dog ."]
+    batched = translator.translate(texts)
+    alone = [translator.translate([t])[0] for t in texts]
+    shuffled_order = list(reversed(range(len(texts))))
+    shuffled = translator.translate([texts[i] for i in shuffled_order])
+    assert batched == alone
+    assert [shuffled[shuffled_order.index(i)] for i in range(len(texts))] == batched
+    assert len(translator._batches([len(translator.encode(t)) for t in texts])) > 1
+
+
+def test_empty_long_and_unknown_input_never_crash(translator, caplog):
+    long = "the cat sees the dog " * 400
+    with caplog.at_level(logging.WARNING, logger="repair.nmt.translator"):
+        out = translator.translate(["", "   ", "The 😀 cat ☃ sees Ω .", long, "\ufeffThe\x07 dog sees the cat ."])
+    assert out[0] == "" and out[1] == ""
+    assert all(isinstance(o, str) and o for o in out[2:])
+    assert "truncated" in caplog.text
+    assert translator.translate([]) == []
+
+
+def test_translator_from_config(trained, data_dir):
+    t = FairseqTranslator.from_config({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "beam": 2})
+    assert t.translate(["The cat sees the dog ."])[0]
+    with pytest.raises(UserError, match="unknown key"):
+        FairseqTranslator.from_config({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "bean": 2})
+    with pytest.raises(UserError, match="translator.checkpoint"):
+        FairseqTranslator.from_config({"name": "fairseq", "checkpoint": None})
+
+
+def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplog):
+    save = tmp_path / "resume"
+    cfg = {**TINY, "save_interval_updates": 5}
+    train_model(data_dir, save, cfg, max_epoch=2, max_update=12)  # stops mid-epoch 2, as a kill would
+    first = load_checkpoint(save / "checkpoint_last.pt")
+    stopped_at = first["optimizer_history"][-1]["num_updates"]
+    assert stopped_at == 12
+    with caplog.at_level(logging.INFO):
+        train_model(data_dir, save, cfg, max_epoch=2)
+    assert "checkpoint_last.pt (epoch 2 @ 12 updates)" in caplog.text
+    last = load_checkpoint(save / "checkpoint_last.pt")
+    assert last["optimizer_history"][-1]["num_updates"] > stopped_at
+    assert last["extra_state"]["train_iterator"]["epoch"] == 2
+
+
+def test_training_works_inside_a_running_hydra_app(data_dir, tmp_path, monkeypatch):
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+
+    seen = {}
+
+    @hydra.main(version_base=None, config_path=None, config_name=None)
+    def app(cfg):
+        seen["before"] = HydraConfig.get().job.name
+        seen["best"] = train_model(data_dir, tmp_path / "in_hydra", TINY, max_epoch=1)
+        seen["after"] = HydraConfig.get().job.name  # Hydra's own state survives fairseq's config composition
+
+    monkeypatch.setattr(sys, "argv", ["app", f"hydra.run.dir={tmp_path / 'run'}", "hydra.job.chdir=false", "hydra.output_subdir=null"])
+    app()
+    assert seen["best"].is_file()
+    assert seen["before"] == seen["after"]
+
+
+def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_path, caplog):
+    base_sha = hashlib.sha1(trained.read_bytes()).hexdigest()
+    corrections = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。"), ("The old child calls the student .", "老孩子叫学生。")]
+    pairs = corrections * 10 + corpus.pairs(150, seed=0)
+    save = tmp_path / "ft"
+    result = finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4)
+    assert hashlib.sha1(trained.read_bytes()).hexdigest() == base_sha
+    assert Path(result["best_checkpoint"]).is_file()
+    assert 1 <= result["epochs"] <= 4 and len(result["curve"]) == result["epochs"]
+    assert result["best_valid_loss"] == min(r["valid_loss"] for r in result["curve"])
+    assert all(r["train_loss"] is not None for r in result["curve"])
+    assert finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4) == result
+    # A kill before the result was written: the rerun continues from the fine-tune's own checkpoint_last.
+    (save / "finetune.json").unlink()
+    with caplog.at_level(logging.INFO):
+        again = finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4)
+    assert f"{save / 'checkpoint_last.pt'}" in caplog.text
+    assert again["curve"] == result["curve"]
+    with pytest.raises(UserError, match="other settings"):
+        finetune_model(trained, data_dir, pairs, save, lr=1e-3, patience=1, max_epoch=4)
+
+
+# ----------------------------------------------------------------------------- clear errors
+
+
+def test_missing_binarized_data_is_a_clear_error(tmp_path):
+    with pytest.raises(UserError, match="binarized data missing") as e:
+        train_model(tmp_path, tmp_path / "ckpt", TINY, max_epoch=1)
+    assert "dict.en.txt" in str(e.value) and "train.en-zh.zh.bin" in str(e.value)
+
+
+def test_missing_sentencepiece_model_is_a_clear_error(trained, data_dir, tmp_path):
+    with pytest.raises(UserError, match="SentencePiece model .*nowhere.model not found"):
+        FairseqTranslator(trained, src_spm=tmp_path / "nowhere.model", tgt_spm=data_dir / "spm/zh.model",
+                          src_dict=data_dir / "bin/dict.en.txt", tgt_dict=data_dir / "bin/dict.zh.txt")
+
+
+def test_wrong_checkpoint_path_is_a_clear_error(trained, data_dir):
+    with pytest.raises(UserError, match="checkpoint .*checkpoint_bset.pt not found.*checkpoint_best.pt"):
+        FairseqTranslator(trained.parent / "checkpoint_bset.pt", data_dir)
+    with pytest.raises(UserError, match="not a readable PyTorch checkpoint"):
+        load_checkpoint(data_dir / "bin" / "dict.en.txt")
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_checkpoint_with_a_foreign_pickled_object_is_refused(trained, data_dir, tmp_path):
+    state = load_checkpoint(trained)
+    marker = tmp_path / "code-ran"
+    state["extra_state"]["note"] = _Payload(marker)
+    bad = tmp_path / "untrusted.pt"
+    torch.save(state, bad)
+    with pytest.raises(UserError, match="refused to load"):
+        load_checkpoint(bad)
+    with pytest.raises(UserError, match="refused to load"):
+        FairseqTranslator(bad, data_dir)  # the translator loads through the same guard
+    assert not marker.exists()

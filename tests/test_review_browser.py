@@ -1,0 +1,171 @@
+"""The review page in a real Chromium: keyboard only, kill and restart, escaping, the token."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing (apt-get install chromium)"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+
+
+def issue(container, ct, rti, rt, missing=()):
+    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
+            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
+            "distance": len(missing), "missing": list(missing)}
+
+
+SCRIPT = "<script>window.__xss = 1</script>"
+ISSUES = [
+    issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的双边会谈", "亲切的"),
+    issue("the clever boy's dog", "男孩的聪明的狗", "the clever boy", "聪明的男孩", "聪明"),
+    issue(f"a {SCRIPT} test", f"一个{SCRIPT}测试", SCRIPT, '<img src=x onerror="window.__xss = 2">脚本', ["脚", "本"]),
+    issue("the old man read a long letter", "老人读了一封信", "a long letter", "一封长信", ["长"]),
+]
+
+
+class Server:
+    """`python -m repair.review RUN_DIR --port 0` in a subprocess; `url` is the one it prints."""
+
+    def __init__(self, run_dir: Path):
+        env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(run_dir), "--port", "0"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=REPO)
+        deadline = time.time() + 20
+        line = ""
+        while time.time() < deadline:
+            line = self.proc.stdout.readline()
+            m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            if m:
+                self.url = m.group(0)
+                return
+            if self.proc.poll() is not None:
+                break
+        self.proc.kill()
+        raise AssertionError(f"the review server did not start: {line!r}")
+
+    def kill(self):
+        self.proc.kill()
+        self.proc.wait(10)
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    (tmp_path / "issues.jsonl").write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in ISSUES),
+                                           encoding="utf-8")
+    return tmp_path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def open_page(browser, url):
+    # CSP bypassed: escaping alone must keep the markup in the texts from running
+    page = browser.new_page(viewport={"width": 1400, "height": 900}, bypass_csp=True)
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_selector("#list .item")
+    return page, errors
+
+
+def status(page):
+    return page.text_content("#status")
+
+
+def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
+    server = Server(run_dir)
+    try:
+        page, errors = open_page(browser, server.url)
+        kb = page.keyboard
+        # 1: the container leaves out "chummy": wrong, under-translation, corrected by typing
+        kb.press("c")
+        kb.press("1")
+        kb.press("e")
+        kb.press("Home")
+        kb.type("亲切的")  # "亲切的与特朗普…" is no poetry, but it is an edit
+        kb.press("Control+Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        # 2: a false positive
+        kb.press("n")
+        kb.press("Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 3')")
+        # 3: the markup in the texts shows as text and does not run
+        assert page.text_content("#rti-source") == SCRIPT
+        assert page.text_content("#rti-translation").startswith("<img src=x")
+        assert page.evaluate("document.querySelectorAll('main script, main img').length") == 0
+        assert page.evaluate("window.__xss === undefined")
+        kb.press("r")
+        kb.press("3")
+        kb.press("e")
+        kb.press("Control+a")
+        kb.type("脚本标记")
+        kb.press("Escape")
+        kb.press("Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 4')")
+        assert "Judged 3 of 4" in page.text_content("#progress-text")
+        assert "precision 0.67" in page.text_content("#progress-text")
+        # a POST without the token is refused
+        refused = page.evaluate("""async () => (await fetch('/api/judge', {method: 'POST',
+            headers: {'Content-Type': 'application/json'},
+            body: JSON.stringify({issue: document.querySelector('#meta').textContent.split('id ')[1], wrong: []})})).status""")
+        assert refused == 403
+        assert errors == []
+    finally:
+        server.kill()
+    lines = (run_dir / "review" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(s)["wrong"] for s in lines] == [["container"], [], ["rti"]]
+
+    server = Server(run_dir)
+    try:
+        page, errors = open_page(browser, server.url)
+        assert "Judged 3 of 4" in page.text_content("#progress-text")
+        assert page.text_content("#position").startswith("Issue 4")  # the first one not judged yet
+        dots = page.eval_on_selector_all("#list .dot", "ds => ds.map(d => d.className)")
+        assert dots == ["dot bad", "dot ok", "dot bad", "dot todo"]
+        page.keyboard.press("k")
+        assert status(page) == "Saved · RTI wrong · word/phrase mistranslation"
+        page.keyboard.press("k")
+        page.keyboard.press("k")
+        assert page.input_value("#corr-container") == "亲切的与特朗普先生的双边会谈"
+        page.keyboard.press("u")
+        page.keyboard.press("n")
+        page.keyboard.press("s")
+        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 4 of 4')")
+        page.keyboard.press("k")  # the screenshot shows an issue with an error marked
+        page.wait_for_timeout(300)
+        page.screenshot(path="/tmp/review.png")
+        with page.expect_download() as download:
+            page.keyboard.press("x")
+        exported = Path(download.value.path()).read_text(encoding="utf-8-sig").splitlines()
+        assert exported[0].startswith("id,container,") and len(exported) == 5
+        page.keyboard.press("Shift+F")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#done:not([hidden])")
+        assert server.proc.wait(15) == 0
+        assert errors == []
+    finally:
+        if server.proc.poll() is None:
+            server.kill()
+    corrections = [json.loads(s) for s in (run_dir / "review" / "corrections.jsonl").read_text().splitlines()]
+    assert [(c["correction"], c["kind"]) for c in corrections] == [
+        ("亲切的与特朗普先生的双边会谈", "under-translation"), ("脚本标记", "word/phrase mistranslation")]

@@ -1,0 +1,65 @@
+"""Oracle review on hand-made issues with references."""
+
+import hashlib
+import json
+
+import pytest
+
+from repair.review.oracle import guess_kind, oracle_review
+
+
+def issue(container, ct, rti, rt):
+    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
+            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
+            "distance": 1, "missing": []}
+
+
+REFS = {
+    "chummy bilateral talks with Mr. Trump": "与特朗普先生的亲切的双边会谈",
+    "chummy bilateral talks": "亲切的双边会谈",
+    "Mr. Trump": "特朗普先生",
+    "the clever boy's dog": "聪明的男孩的狗",
+    "the clever boy": "聪明的男孩",
+}
+UNDER = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的 双边会谈")
+SAME_CONTAINER = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "Mr. Trump", "特朗普先生")
+MODIFICATION = issue("the clever boy's dog", "男孩的聪明的狗", "the clever boy", "聪明的男孩")
+NO_REFERENCE = issue("a long letter from home", "一封家书", "a long letter", "一封长信")
+
+
+@pytest.mark.parametrize("translation, reference, kind", [
+    ("双边会谈", "亲切的双边会谈", "under-translation"),
+    ("亲切的友好的双边会谈", "亲切的双边会谈", "over-translation"),
+    ("男孩的聪明的狗", "聪明的男孩的狗", "incorrect modification"),
+    ("冷淡的双边会谈", "亲切的双边会谈", "word/phrase mistranslation"),
+])
+def test_guess_kind(translation, reference, kind):
+    assert guess_kind(translation, reference) == kind
+
+
+def test_oracle_judges_corrects_and_leaves_unknown_sources_to_a_person(tmp_path):
+    stats = oracle_review([UNDER, SAME_CONTAINER, MODIFICATION, NO_REFERENCE], REFS, tmp_path)
+    assert stats["judged"] == 3 and stats["with_error"] == 3 and stats["total"] == 4
+    assert stats["needs_person"] == 1 and stats["needs_person_ids"] == [NO_REFERENCE["id"]]
+    judgments = {j["issue"]: j for j in map(json.loads, (tmp_path / "judgments.jsonl").read_text().splitlines())}
+    # the RTI "亲切的 双边会谈" equals its reference once whitespace is stripped
+    assert judgments[UNDER["id"]]["wrong"] == ["container"]
+    assert judgments[SAME_CONTAINER["id"]]["wrong"] == ["container"]
+    assert judgments[MODIFICATION["id"]]["wrong"] == ["container"]
+    assert NO_REFERENCE["id"] not in judgments
+    corrections = [json.loads(s) for s in (tmp_path / "corrections.jsonl").read_text().splitlines()]
+    by_source = {c["source"]: c for c in corrections}
+    assert len(corrections) == 2 == stats["corrections"]
+    talks = by_source["chummy bilateral talks with Mr. Trump"]
+    assert talks["issues"] == [UNDER["id"], SAME_CONTAINER["id"]]
+    assert talks["correction"] == "与特朗普先生的亲切的双边会谈" and talks["kind"] == "under-translation"
+    assert by_source["the clever boy's dog"]["kind"] == "incorrect modification"
+
+
+def test_false_positive_and_rerun_adds_nothing(tmp_path):
+    fine = issue("the clever boy's dog", "聪明的男孩的狗", "the clever boy", "聪明的男孩")
+    stats = oracle_review([fine], REFS, tmp_path)
+    assert stats["judged"] == 1 and stats["with_error"] == 0 and stats["precision"] == 0.0
+    oracle_review([fine], REFS, tmp_path)
+    assert len((tmp_path / "judgments.jsonl").read_text().splitlines()) == 1
+    assert (tmp_path / "corrections.jsonl").read_text() == ""

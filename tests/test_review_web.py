@@ -1,0 +1,218 @@
+"""The review page over HTTP: token, Host check, judgments saved, export, finish."""
+
+import csv
+import hashlib
+import io
+import json
+
+import pytest
+from starlette.testclient import TestClient
+
+from repair.review.web import create_app
+
+
+def issue(container, ct, rti, rt, missing=()):
+    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
+            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
+            "distance": len(missing), "missing": list(missing)}
+
+
+CHUMMY = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的双边会谈", "亲切的")
+BOY = issue("the clever boy's dog", "男孩的聪明的狗", "the clever boy", "聪明的男孩", "聪明")
+ISSUES = [CHUMMY, BOY]
+
+
+@pytest.fixture
+def app(tmp_path):
+    return create_app(ISSUES, tmp_path / "review")
+
+
+@pytest.fixture
+def client(app):
+    return TestClient(app, base_url="http://127.0.0.1")
+
+
+def auth(app):
+    return {"X-Review-Token": app.state.token}
+
+
+def test_page_embeds_the_token_and_forbids_inline_scripts(app, client):
+    r = client.get("/")
+    assert r.status_code == 200 and app.state.token in r.text
+    assert "script-src 'self'" in r.headers["content-security-policy"]
+    assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
+
+
+def test_no_request_reaches_the_file_system_as_a_path(client):
+    for path in ("/static/../web.py", "/static/..%2Fweb.py", "/static/index.html", "/static/%2Fetc%2Fpasswd"):
+        assert client.get(path).status_code == 404
+
+
+def test_api_without_the_token_is_refused(app, client, tmp_path):
+    body = {"issue": BOY["id"], "wrong": []}
+    assert client.post("/api/judge", json=body).status_code == 403
+    assert client.post("/api/judge", json=body, headers={"X-Review-Token": "guess"}).status_code == 403
+    assert client.get("/api/state").status_code == 403
+    assert client.post("/api/finish").status_code == 403
+    assert not (tmp_path / "review" / "judgments.jsonl").exists()
+    assert not app.state.finished
+
+
+def test_other_host_header_is_refused(app):
+    evil = TestClient(app, base_url="http://attacker.example")
+    assert evil.get("/").status_code == 400
+
+
+def test_judge_saves_and_state_shows_it_after_a_restart(app, client, tmp_path):
+    r = client.post("/api/judge", headers=auth(app), json={
+        "issue": CHUMMY["id"], "wrong": ["container"], "kind": "under-translation",
+        "corrections": {"container": "与特朗普先生的亲切的双边会谈"}})
+    assert r.status_code == 200, r.text
+    assert r.json()["stats"] == {"judged": 1, "with_error": 1, "precision": 1.0, "total": 2}
+    r = client.post("/api/judge", headers=auth(app), json={"issue": BOY["id"], "wrong": []})
+    assert r.json()["stats"]["precision"] == 0.5
+    js = [json.loads(s) for s in (tmp_path / "review" / "judgments.jsonl").read_text().splitlines()]
+    assert [j["issue"] for j in js] == [CHUMMY["id"], BOY["id"]]
+
+    restarted = create_app(ISSUES, tmp_path / "review")
+    state = TestClient(restarted, base_url="http://127.0.0.1").get("/api/state", headers=auth(restarted)).json()
+    assert set(state["judgments"]) == {CHUMMY["id"], BOY["id"]}
+    assert state["prefill"] == {CHUMMY["container"]: "与特朗普先生的亲切的双边会谈"}
+    assert state["stats"]["judged"] == 2
+
+
+@pytest.mark.parametrize("body, message", [
+    ({"issue": "nope", "wrong": []}, "unknown issue"),
+    ({"issue": BOY["id"], "wrong": ["sentence"]}, "bad judgment"),
+    ({"issue": BOY["id"], "wrong": ["rti"], "kind": "under-translation", "corrections": {"rti": "聪明的男孩"}},
+     "still the model's translation"),
+    ({"issue": BOY["id"], "wrong": ["rti"], "kind": None, "corrections": {"rti": "聪明男孩"}}, "no kind"),
+])
+def test_bad_judgments_get_a_message(app, client, body, message):
+    r = client.post("/api/judge", headers=auth(app), json=body)
+    assert r.status_code == 400 and message in r.json()["error"]
+
+
+def test_export_csv_and_finish(app, client, tmp_path):
+    client.post("/api/judge", headers=auth(app), json={"issue": BOY["id"], "wrong": []})
+    r = client.get("/api/export.csv", headers=auth(app))
+    rows = list(csv.DictReader(io.StringIO(r.content.decode("utf-8-sig"))))
+    assert [(x["id"], x["container_wrong"], x["rti_wrong"]) for x in rows] == [
+        (CHUMMY["id"], "", ""), (BOY["id"], "no", "no")]
+    r = client.post("/api/finish", headers=auth(app))
+    assert r.status_code == 200 and app.state.finished
+    assert json.loads((tmp_path / "review" / "progress.json").read_text())["finished"] is True
+
+
+# ---------------------------------------------------------------- the real server and the command
+
+
+def test_serve_review_returns_the_stats_on_finish(tmp_path):
+    import threading
+
+    import httpx
+
+    from repair.review.web import serve_review
+
+    box = {}
+    ready = threading.Event()
+
+    def on_ready(url):
+        box["url"] = url
+        ready.set()
+
+    def serve():
+        box["stats"] = serve_review(ISSUES, tmp_path / "review", port=0, on_ready=on_ready)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    page = ""
+    for _ in range(50):  # the socket listens before uvicorn serves
+        try:
+            page = httpx.get(box["url"], timeout=2).text
+            break
+        except httpx.TransportError:
+            threading.Event().wait(0.1)
+    token = page.split('name="review-token" content="')[1].split('"')[0]
+    assert httpx.post(box["url"] + "api/finish", timeout=5).status_code == 403
+    httpx.post(box["url"] + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
+               timeout=5).raise_for_status()
+    httpx.post(box["url"] + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
+    t.join(10)
+    assert not t.is_alive()
+    assert box["stats"] == {"judged": 1, "with_error": 0, "precision": 0.0, "total": 2}
+
+
+def test_port_in_use_is_one_clear_message():
+    import socket
+
+    from repair.errors import UserError
+    from repair.review.web import bind
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        with pytest.raises(UserError, match="choose another port"):
+            bind("127.0.0.1", taken.getsockname()[1])
+
+
+def write_issues(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in ISSUES), encoding="utf-8")
+
+
+def test_the_command_finds_the_issues_of_a_run_folder(tmp_path):
+    from repair.errors import UserError
+    from repair.review.__main__ import locate, read_issues
+
+    write_issues(tmp_path / "a" / "issues.jsonl")
+    assert locate(tmp_path / "a") == (tmp_path / "a" / "issues.jsonl", tmp_path / "a" / "review")
+    write_issues(tmp_path / "b" / "test" / "issues.jsonl")
+    assert locate(tmp_path / "b") == (tmp_path / "b" / "test" / "issues.jsonl", tmp_path / "b" / "review")
+    for k in (1, 2, 10):
+        write_issues(tmp_path / "run" / f"cycle{k}" / "test" / "issues.jsonl")
+    (tmp_path / "run" / "cycle10" / "review").mkdir()
+    (tmp_path / "run" / "cycle10" / "review" / "done.json").write_text("{}")
+    assert locate(tmp_path / "run")[1] == tmp_path / "run" / "cycle2" / "review"
+    assert locate(tmp_path / "run", cycle=10)[1] == tmp_path / "run" / "cycle10" / "review"
+    with pytest.raises(UserError, match="no issues.jsonl here"):
+        locate(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "x"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match=r"bad.jsonl:1: issue lacks container"):
+        read_issues(bad)
+
+
+def test_ctrl_c_keeps_the_judgments_and_says_how_to_go_on(tmp_path):
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    write_issues(tmp_path / "issues.jsonl")
+    repo = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=repo,
+                            env={**os.environ, "PYTHONPATH": str(repo), "PYTHONUNBUFFERED": "1"},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    url = re.search(r"http://\S+/", proc.stdout.readline()).group(0)
+    import httpx
+
+    for _ in range(50):
+        try:
+            page = httpx.get(url, timeout=2).text
+            break
+        except httpx.TransportError:
+            import time
+
+            time.sleep(0.1)
+    token = page.split('name="review-token" content="')[1].split('"')[0]
+    httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
+               timeout=5).raise_for_status()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=15)
+    assert proc.returncode == 2
+    assert "review stopped before Finish: 1 of 2 issues judged" in err and "Traceback" not in err
+    assert len((tmp_path / "review" / "judgments.jsonl").read_text().splitlines()) == 1

@@ -177,6 +177,7 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
     by_id = {i["id"]: i for i in issues}
     if not done.exists():
         method = cfg.review.name
+        extra = {}
         if method == "oracle":
             from repair.data.demo import load_references
             from repair.review.oracle import oracle_review
@@ -186,18 +187,25 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
                     f"review=oracle needs reference translations, and data={cfg.data.name} has none: "
                     "use review=file or review=web"
                 )
-            oracle_review(issues, load_references(data.references), out)
+            result = oracle_review(issues, load_references(data.references), out)
+            extra = {"needs_person": result.get("needs_person", 0)}
         elif method == "file":
             from repair.review.sheet import file_review
 
-            file_review(issues, out)  # raises ReviewPending until the sheet is filled in
+            # raises ReviewPending, with what to fill in and where, until the sheet is filled in
+            file_review(issues, out, rerun_hint=rerun_command())
         elif method == "web":
             from repair.review.web import serve_review
 
-            serve_review(issues, out, host=cfg.review.host, port=cfg.review.port)
+            progress = out / "progress.json"
+            finished = progress.exists() and read_json(progress).get("finished")
+            if not finished:  # a review finished with `python -m repair.review` is not served again
+                serve_review(
+                    issues, out, host=cfg.review.host, port=cfg.review.port, open_browser=cfg.review.open_browser
+                )
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
-        stats = review_stats(out)
+        stats = {**review_stats(out, issues), **extra}
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:
@@ -346,6 +354,12 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path
+
+
+def rerun_command() -> str:
+    import sys
+
+    return "python -m repair.loop " + " ".join(sys.argv[1:])
 
 
 def default_run_dir(cfg: DictConfig) -> Path:

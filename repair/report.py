@@ -24,10 +24,8 @@ def versions() -> dict:
 
 
 def issues_at(summary: dict, threshold) -> int:
-    per = summary.get("issues_per_threshold") or summary.get("issues") or {}
-    if isinstance(per, dict):
-        return int(per.get(str(threshold), per.get(threshold, 0)))
-    return int(per)
+    """Issues at threshold d from a Purity summary (its `issues` maps str(d) to a count)."""
+    return int(summary["issues"].get(str(threshold), 0))
 
 
 def cycle_summary(c: dict, threshold) -> dict:
@@ -38,7 +36,7 @@ def cycle_summary(c: dict, threshold) -> dict:
             "before": {
                 "issues": issues_at(test["summary"], threshold),
                 "erroneous_translations": len(c["corrections"]),
-                "issues_per_threshold": test["summary"].get("issues_per_threshold"),
+                "issues_per_threshold": test["summary"]["issues"],
             },
         },
         "review": {k: v for k, v in review.items() if k != "notes"},
@@ -50,7 +48,7 @@ def cycle_summary(c: dict, threshold) -> dict:
     after = verify["purity_after"]
     out["purity"]["after"] = {
         "issues": issues_at(after, threshold),
-        "issues_per_threshold": after.get("issues_per_threshold"),
+        "issues_per_threshold": after["issues"],
         "regressions": len(verify["regressions"]),
     }
     out.update(

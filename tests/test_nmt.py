@@ -108,17 +108,18 @@ def test_translator_from_config(trained, data_dir):
 
 def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplog):
     save = tmp_path / "resume"
-    cfg = {**TINY, "save_interval_updates": 5}
-    train_model(data_dir, save, cfg, max_epoch=2, max_update=12)  # stops mid-epoch 2, as a kill would
+    cfg = {**TINY, "save_interval_updates": 4}
+    train_model(data_dir, save, cfg, max_epoch=1, max_update=8)  # stops in the middle of epoch 1, as a kill would
     first = load_checkpoint(save / "checkpoint_last.pt")
-    stopped_at = first["optimizer_history"][-1]["num_updates"]
-    assert stopped_at == 12
+    assert first["optimizer_history"][-1]["num_updates"] == 8
+    assert first["extra_state"]["train_iterator"]["iterations_in_epoch"] == 8
     with caplog.at_level(logging.INFO):
-        train_model(data_dir, save, cfg, max_epoch=2)
-    assert "checkpoint_last.pt (epoch 2 @ 12 updates)" in caplog.text
+        train_model(data_dir, save, cfg, max_epoch=1)
+    assert "checkpoint_last.pt (epoch 1 @ 8 updates)" in caplog.text
     last = load_checkpoint(save / "checkpoint_last.pt")
-    assert last["optimizer_history"][-1]["num_updates"] > stopped_at
-    assert last["extra_state"]["train_iterator"]["epoch"] == 2
+    per_epoch = load_checkpoint(save / "checkpoint_best.pt")["optimizer_history"][-1]["num_updates"]
+    assert last["optimizer_history"][-1]["num_updates"] == per_epoch > 8
+    assert [r["epoch"] for r in read_curve(save) if "train_loss" in r] == [1]
 
 
 def test_training_works_inside_a_running_hydra_app(data_dir, tmp_path, monkeypatch):
@@ -126,11 +127,13 @@ def test_training_works_inside_a_running_hydra_app(data_dir, tmp_path, monkeypat
     from hydra.core.hydra_config import HydraConfig
 
     seen = {}
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "app.yaml").write_text("epochs: 1\n")
 
-    @hydra.main(version_base=None, config_path=None, config_name=None)
+    @hydra.main(version_base=None, config_path=str(tmp_path / "conf"), config_name="app")
     def app(cfg):
         seen["before"] = HydraConfig.get().job.name
-        seen["best"] = train_model(data_dir, tmp_path / "in_hydra", TINY, max_epoch=1)
+        seen["best"] = train_model(data_dir, tmp_path / "in_hydra", TINY, max_epoch=cfg.epochs)
         seen["after"] = HydraConfig.get().job.name  # Hydra's own state survives fairseq's config composition
 
     monkeypatch.setattr(sys, "argv", ["app", f"hydra.run.dir={tmp_path / 'run'}", "hydra.job.chdir=false", "hydra.output_subdir=null"])

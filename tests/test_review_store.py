@@ -86,7 +86,7 @@ def test_a_line_torn_by_a_crash_is_dropped_and_the_log_goes_on(tmp_path):
     store = CorrectionStore(tmp_path, ISSUES)
     store.record(BOY["id"], [])
     with open(tmp_path / "judgments.jsonl", "ab") as f:
-        f.write(b'{"issue": "' + CHUMMY["id"].encode() + b'", "wro')  # killed mid-write
+        f.write(b'{"issue": "' + CHUMMY["id"].encode() + b'", "corrections": {"rti": "\xe4\xba')  # killed mid-write
     assert review_stats(tmp_path)["judged"] == 1
     store = CorrectionStore(tmp_path, ISSUES)
     store.record(CHUMMY["id"], [])

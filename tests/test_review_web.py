@@ -4,11 +4,25 @@ import csv
 import hashlib
 import io
 import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from repair.review.web import create_app
+from repair.errors import UserError
+from repair.review.__main__ import locate, read_issues
+from repair.review.web import bind, create_app, serve_review
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def issue(container, ct, rti, rt, missing=()):
@@ -107,13 +121,18 @@ def test_export_csv_and_finish(app, client, tmp_path):
 # ---------------------------------------------------------------- the real server and the command
 
 
+def page_token(url):
+    """The session token embedded in the page (the socket listens a moment before uvicorn serves)."""
+    for _ in range(50):
+        try:
+            page = httpx.get(url, timeout=2).text
+            return page.split('name="review-token" content="')[1].split('"')[0]
+        except httpx.TransportError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer")
+
+
 def test_serve_review_returns_the_stats_on_finish(tmp_path):
-    import threading
-
-    import httpx
-
-    from repair.review.web import serve_review
-
     box = {}
     ready = threading.Event()
 
@@ -127,14 +146,7 @@ def test_serve_review_returns_the_stats_on_finish(tmp_path):
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     assert ready.wait(10)
-    page = ""
-    for _ in range(50):  # the socket listens before uvicorn serves
-        try:
-            page = httpx.get(box["url"], timeout=2).text
-            break
-        except httpx.TransportError:
-            threading.Event().wait(0.1)
-    token = page.split('name="review-token" content="')[1].split('"')[0]
+    token = page_token(box["url"])
     assert httpx.post(box["url"] + "api/finish", timeout=5).status_code == 403
     httpx.post(box["url"] + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
@@ -145,11 +157,6 @@ def test_serve_review_returns_the_stats_on_finish(tmp_path):
 
 
 def test_port_in_use_is_one_clear_message():
-    import socket
-
-    from repair.errors import UserError
-    from repair.review.web import bind
-
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
@@ -163,9 +170,6 @@ def write_issues(path):
 
 
 def test_the_command_finds_the_issues_of_a_run_folder(tmp_path):
-    from repair.errors import UserError
-    from repair.review.__main__ import locate, read_issues
-
     write_issues(tmp_path / "a" / "issues.jsonl")
     assert locate(tmp_path / "a") == (tmp_path / "a" / "issues.jsonl", tmp_path / "a" / "review")
     write_issues(tmp_path / "b" / "test" / "issues.jsonl")
@@ -185,30 +189,12 @@ def test_the_command_finds_the_issues_of_a_run_folder(tmp_path):
 
 
 def test_ctrl_c_keeps_the_judgments_and_says_how_to_go_on(tmp_path):
-    import os
-    import re
-    import signal
-    import subprocess
-    import sys
-    from pathlib import Path
-
     write_issues(tmp_path / "issues.jsonl")
-    repo = Path(__file__).resolve().parents[1]
-    proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=repo,
-                            env={**os.environ, "PYTHONPATH": str(repo), "PYTHONUNBUFFERED": "1"},
+    proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     url = re.search(r"http://\S+/", proc.stdout.readline()).group(0)
-    import httpx
-
-    for _ in range(50):
-        try:
-            page = httpx.get(url, timeout=2).text
-            break
-        except httpx.TransportError:
-            import time
-
-            time.sleep(0.1)
-    token = page.split('name="review-token" content="')[1].split('"')[0]
+    token = page_token(url)
     httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
     proc.send_signal(signal.SIGINT)

@@ -341,7 +341,8 @@ class DemoGrammar:
         return self.rng.choice(_spec_nouns(spec, self.nouns))
 
     def noun_phrase(self, specs: list[str], depth: int = 0, *, rc: bool = True, names: bool = True,
-                    coordination: bool = False, indefinite: bool = False, modifier: bool = True) -> Phrase:
+                    coordination: bool = False, indefinite: bool = False, modifier: bool = True,
+                    adjectives: bool = True) -> Phrase:
         r = self.rng
         if coordination and r.random() < 0.07:
             return Coord(self.noun_phrase(specs, depth + 1, rc=False, names=names, indefinite=indefinite),
@@ -355,7 +356,7 @@ class DemoGrammar:
         noun = self.pick_noun(specs)
         plural = r.random() < (0.15 if noun.kind in lex.PLACES else 0.3)
         pre = self.pre_words(noun, plural, indefinite)
-        adjs = self.adjective_list(noun, depth)
+        adjs = self.adjective_list(noun, depth) if adjectives else ()
         np = NP(noun.pl if plural else noun.sg, noun.zh, noun.kind, noun, plural, pre, adjs)
         if modifier:
             mod = self.noun_modifier(np, depth, rc=rc)
@@ -503,7 +504,7 @@ class DemoGrammar:
         time_phrase = self._time(tense)
         if tense is None:
             tense = time_phrase[2] if time_phrase else r.choices(["past", "present", "future"], weights=[86, 4, 10])[0]
-        front_time = allow_front and time_phrase is not None and r.random() < 0.45
+        front_time = allow_front and time_phrase is not None and r.random() < 0.25
         extra = [(" ".join(time_phrase[0]), time_phrase[1])] if time_phrase else []
         negative = r.random() < 0.07
         adverb = None if negative or r.random() > 0.15 else r.choice(lex.ADVERBS)
@@ -542,7 +543,8 @@ class DemoGrammar:
                 return finish(subj, en_vp, zh_vp, phrases, front_loc)
             base, s3, past, zh_base, zh_past, frame, do_specs = r.choice(lex.DITRANSITIVE)
             subj = self.noun_phrase(["person"], 0, coordination=True)
-            io = self.noun_phrase(["person"], 1, rc=False, modifier=False)   # a PP here would run into the object
+            # Modifiers on the indirect object run into the direct object for a parser ("the angry waiter a small box").
+            io = self.noun_phrase(["person"], 1, rc=False, modifier=False, adjectives=False)
             do = self.noun_phrase(do_specs, 1, rc=False, indefinite=True)
             aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
                 base, s3, past, zh_base, zh_past, tense, negative, self._agreement_plural(subj))

@@ -64,21 +64,34 @@ def _squeeze(text: str) -> str:
 # ---------------------------------------------------------------- the judgment log
 
 
-def _log_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of the non-blank lines, without a last line cut short by a crash mid-write.
+def _torn_tail(data: bytes) -> int | None:
+    """Where a last line cut short by a crash mid-write starts, or None when the log ends whole.
 
-    A line is on disk whole once append_jsonl returns; a last line that has no newline and is not JSON
-    was never acknowledged, so it is left out (and `CorrectionStore` truncates it away).
+    A line is on disk whole once append_jsonl returns; a last line without its newline that is not JSON
+    was never acknowledged to anyone, so it can go.
     """
-    lines = read_text_lines(path)
-    raw_end = path.read_bytes()[-1:]
-    numbered = [(n, s) for n, s in enumerate(lines, 1) if s.strip()]
-    if numbered and raw_end not in (b"\n", b"\r"):
-        try:
-            json.loads(numbered[-1][1])
-        except json.JSONDecodeError:
-            numbered.pop()
-    return numbered
+    if not data or data.endswith(b"\n"):
+        return None
+    cut = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[cut:].decode("utf-8"))
+        return None
+    except (UnicodeDecodeError, ValueError):
+        return cut
+
+
+def _log_lines(path: Path) -> list[tuple[int, str]]:
+    """(line number, text) of the non-blank lines of a log, without a torn last line."""
+    data = path.read_bytes()
+    cut = _torn_tail(data)
+    if cut is not None:
+        data = data[:cut]
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8") from None
+    return [(n, s) for n, s in enumerate(text.splitlines(), 1) if s.strip()]
 
 
 def _check_judgment(j: Any, where: str) -> dict:
@@ -281,17 +294,11 @@ class CorrectionStore:
 
     def _drop_torn_tail(self) -> None:
         path = self.judgments_path
-        if not path.exists() or path.stat().st_size == 0:
+        if not path.exists():
             return
-        data = path.read_bytes()
-        if data.endswith(b"\n"):
+        cut = _torn_tail(path.read_bytes())
+        if cut is None:
             return
-        cut = data.rfind(b"\n") + 1
-        try:
-            json.loads(data[cut:].decode("utf-8"))
-            return
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            pass
         log.warning("%s: dropped an unfinished last line (written when a run was killed)", path)
         with open(path, "r+b") as f:
             f.truncate(cut)

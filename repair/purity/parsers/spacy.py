@@ -26,6 +26,8 @@ INSTALL_HINT = (
 # Only these components are needed for tags and the dependency parse.
 UNUSED_COMPONENTS = ("ner", "lemmatizer")
 NOMINAL_POS = {"NOUN", "PROPN", "PRON"}
+# Relative/wh pronouns head WHNPs in the Penn Treebank, possessive ones sit inside an NP.
+NOT_NP_PRONOUN_TAGS = {"WDT", "WP", "WP$", "PRP$"}
 # Numbers and symbols head an NP only in an argument position ("pay €4.34 billion").
 NOMINAL_ARG_DEPS = {"nsubj", "nsubjpass", "dobj", "pobj", "attr", "appos", "dative", "oprd",
                     "conj", "npadvmod", "ROOT"}
@@ -86,6 +88,8 @@ def input_words(nlp, sentence: str) -> list[tuple[list[str], bool]]:
 
 def is_nominal_head(token) -> bool:
     if token.dep_ == "compound":  # "White House officials" stays one flat NP
+        return False
+    if token.tag_ in NOT_NP_PRONOUN_TAGS:
         return False
     if token.pos_ in NOMINAL_POS:
         return True

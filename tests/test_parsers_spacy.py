@@ -5,11 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from repair.errors import UserError
+from repair.purity.parsers import make_parser
 from repair.purity.parsers.spacy import SpacyParser, bracket_tree, np_spans
 
 PURITY_INPUTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "purity-inputs"
+CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
 
 
 def read_tree(tree: str):
@@ -76,7 +79,10 @@ def np_parents(tree: str) -> dict[str, set[str]]:
 
 @pytest.fixture(scope="module")
 def parser():
-    return SpacyParser()
+    """Built from conf/parser/spacy.yaml, as `parser=spacy` builds it."""
+    parser = make_parser(OmegaConf.load(CONF_PARSER / "spacy.yaml"))
+    assert isinstance(parser, SpacyParser)
+    return parser
 
 
 def test_nested_noun_phrases(parser):

@@ -1,16 +1,22 @@
-"""The stanza backend for real: a tiny constituency model built with stanza's own classes,
-loaded through StanzaParser as a downloaded model would be; and the missing-model message."""
+"""The stanza backend for real: tiny tokenizer, tagger and constituency models built with
+stanza's own trainers (tests/stanza_tiny.py), laid out as stanza.download lays out real ones and
+loaded through StanzaParser; and the messages for missing or broken models."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from repair.errors import UserError
+from repair.purity.parsers import make_parser
 from repair.purity.parsers.stanza import StanzaParser
 from stanza_tiny import PACKAGE, build_model_dir
+
+CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
 
 
 def read_tree(tree: str):
@@ -90,7 +96,10 @@ LINES = ["The president held chummy bilateral talks with the prime minister.",
 
 def test_downloaded_layout_parses_through_stanzas_own_pipeline(tiny_model_dir):
     """model_dir laid out like stanza.download's: stanza tokenizes, tags and parses."""
-    parser = StanzaParser(model_dir=str(tiny_model_dir), use_gpu=False)
+    cfg = OmegaConf.load(CONF_PARSER / "stanza.yaml")  # what `parser=stanza` composes
+    cfg.model_dir, cfg.use_gpu = str(tiny_model_dir), False
+    parser = make_parser(cfg)
+    assert isinstance(parser, StanzaParser) and not parser.pretagged
     trees = parser.parse(LINES)
     assert_one_well_formed_tree_per_line(trees, LINES)
     assert parser.parse([]) == []

@@ -192,7 +192,8 @@ def zh_text(p) -> str:
     counted = "".join(w.zh + (p.noun.mw if w.measure and p.noun else "") for w in p.pre if not w.possessive)
     plural_mark = "们" if p.plural and p.kind == "person" and p.noun and not any(w.quantifies for w in p.pre) else ""
     modifier = zh_text(p.mod) if p.mod is not None else ""
-    return possessive + modifier + counted + _adjectives_zh(p.adjs) + p.head_zh + plural_mark
+    # The possessive follows the modifier, so that it cannot be read as the modifier's own (窗户旁边的你的架子).
+    return modifier + possessive + counted + _adjectives_zh(p.adjs) + p.head_zh + plural_mark
 
 
 # ----------------------------------------------------------------------------- spans a parser may cut

@@ -14,6 +14,8 @@ import logging
 import os
 import tempfile
 
+from tqdm import tqdm
+
 from repair.errors import UserError
 from repair.purity.parsers.base import Parser
 
@@ -59,9 +61,10 @@ class StanzaParser(Parser):
         from stanza.resources.common import DEFAULT_MODEL_DIR
 
         self.pretagged = bool(pretagged)
+        self.batch_size = int(batch_size)
         self.model_dir = os.path.expanduser(model_dir) if model_dir else DEFAULT_MODEL_DIR
         kwargs = dict(options or {})
-        kwargs["constituency_batch_size"] = int(batch_size)
+        kwargs["constituency_batch_size"] = self.batch_size
         for key, path in (("constituency_model_path", constituency_model_path),
                           ("constituency_pretrain_path", constituency_pretrain_path)):
             if path:
@@ -81,7 +84,7 @@ class StanzaParser(Parser):
 
             self.tagger = load_spacy(tagger_model, exclude=("ner", "lemmatizer", "parser"))
             processors = "constituency"
-            kwargs.update(constituency_pretagged=True, tokenize_pretokenized=True)
+            kwargs["constituency_pretagged"] = True
         else:
             processors = "tokenize,pos,constituency"
         with tempfile.TemporaryDirectory() as scratch:
@@ -123,16 +126,28 @@ class StanzaParser(Parser):
         return tagged
 
     def parse(self, sentences: list[str]) -> list[str]:
+        trees: list[str] = []
+        # Chunks of several batches: stanza still batches inside, and the bar moves.
+        chunk = max(1, self.batch_size * 4)
+        with tqdm(total=len(sentences), desc="stanza parse", unit="sent",
+                  disable=len(sentences) < 100 or None) as bar:
+            for start in range(0, len(sentences), chunk):
+                part = sentences[start:start + chunk]
+                trees.extend(self._parse_tagged(part) if self.pretagged else self._parse_raw(part))
+                bar.update(len(part))
+        return trees
+
+    def _parse_raw(self, sentences: list[str]) -> list[str]:
         from stanza.models.common.doc import Document
 
-        if not sentences:
-            return []
-        if self.pretagged:
-            tagged = self._tagged_words(sentences)
-            present = [words for words in tagged if words]
-            parsed = iter(self.nlp(Document(present)).sentences) if present else iter(())
-            return [join_trees([next(parsed).constituency]) if words else "(ROOT)"
-                    for words in tagged]
         docs = [Document([], text=s) for s in sentences]
         return [join_trees(s.constituency for s in doc.sentences)
                 for doc in self.nlp.bulk_process(docs)]
+
+    def _parse_tagged(self, sentences: list[str]) -> list[str]:
+        from stanza.models.common.doc import Document
+
+        tagged = self._tagged_words(sentences)
+        present = [words for words in tagged if words]
+        parsed = iter(self.nlp(Document(present)).sentences) if present else iter(())
+        return [join_trees([next(parsed).constituency]) if words else "(ROOT)" for words in tagged]

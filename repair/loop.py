@@ -122,7 +122,7 @@ def stage_prepare(cfg: DictConfig) -> Data:
     elif cfg.data.name == "wmt18":
         from repair.data.wmt18 import collect
 
-        collect(data_dir)
+        collect(data_dir, test_set=cfg.data.test_set)
     else:
         raise UserError(f"data={cfg.data.name}: unknown data set (demo | wmt18)")
     prepare_data(data_dir, **OmegaConf.to_container(cfg.data.prepare, resolve=True))
@@ -143,7 +143,7 @@ def stage_train(run: Run, data: Data) -> Path:
     else:
         from repair.nmt.train import train_model
 
-        checkpoint = train_model(data.dir, Path(cfg.model.save_dir), cfg.model, seed=cfg.seed)
+        checkpoint = train_model(data.dir, Path(cfg.checkpoint_dir), cfg.model, seed=cfg.seed, device=cfg.device)
     write_json_atomic(marker, {"checkpoint": str(checkpoint), "sha256": sha256(checkpoint)})
     return checkpoint
 
@@ -363,11 +363,14 @@ def rerun_command() -> str:
 
 
 def default_run_dir(cfg: DictConfig) -> Path:
-    if cfg.run_dir:
-        return Path(cfg.run_dir)
     from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
 
-    return Path(HydraConfig.get().runtime.output_dir)
+    hc = HydraConfig.get()
+    explicit = any(o.startswith("run_dir=") for o in hc.overrides.task)
+    if hc.mode == RunMode.MULTIRUN and not explicit:
+        return Path(hc.runtime.output_dir)  # each job of a sweep in its own folder
+    return Path(cfg.run_dir)
 
 
 @hydra.main(version_base=None, config_path="../conf", config_name="config")

@@ -43,7 +43,8 @@ def data_dir(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def trained(data_dir, tmp_path_factory) -> Path:
-    torch.set_num_threads(2)
+    # One thread: on a shared 2-core machine a second thread mostly waits (10x slower under load).
+    torch.set_num_threads(1)
     return train_model(data_dir, tmp_path_factory.mktemp("ckpt") / "test_tiny", TINY, max_epoch=20)
 
 

@@ -343,7 +343,7 @@ class DemoGrammar:
 
     def noun_phrase(self, specs: list[str], depth: int = 0, *, rc: bool = True, names: bool = True,
                     coordination: bool = False, indefinite: bool = False, modifier: bool = True,
-                    adjectives: bool = True) -> Phrase:
+                    adjectives: bool = True, singular: bool = False) -> Phrase:
         r = self.rng
         if coordination and r.random() < 0.07:
             return Coord(self.noun_phrase(specs, depth + 1, rc=False, names=names, indefinite=indefinite),
@@ -355,7 +355,7 @@ class DemoGrammar:
                 np = dataclasses.replace(np, mod=self.noun_modifier(np, depth, rc=False))
             return np
         noun = self.pick_noun(specs)
-        plural = r.random() < (0.15 if noun.kind in lex.PLACES else 0.3)
+        plural = not singular and r.random() < (0.15 if noun.kind in lex.PLACES else 0.3)
         pre = self.pre_words(noun, plural, indefinite)
         adjs = self.adjective_list(noun, depth) if adjectives else ()
         np = NP(noun.pl if plural else noun.sg, noun.zh, noun.kind, noun, plural, pre, adjs)
@@ -483,7 +483,9 @@ class DemoGrammar:
             if inner is None:
                 return self.sentence()
             s3 = verb[1] if not self._agreement_plural(speaker) else {"says": "say", "thinks": "think", "knows": "know"}[verb[1]]
-            en = en_tokens(speaker) + [verb[0] if past else s3, "that"] + inner.en
+            # "knew that that dog ..." trips a parser: the complementizer goes before a demonstrative.
+            that = [] if inner.en[0] in ("that", "this", "these", "those") else ["that"]
+            en = en_tokens(speaker) + [verb[0] if past else s3] + that + inner.en
             return Sentence(en + ["."], zh_text(speaker) + verb[2] + inner.zh + "。", [speaker] + inner.phrases, inner.extra)
         s = self.clause(kind, allow_front=True)
         if s is None:
@@ -546,7 +548,7 @@ class DemoGrammar:
             subj = self.noun_phrase(["person"], 0, coordination=True)
             # Modifiers on the indirect object run into the direct object for a parser ("the angry waiter a small box").
             io = self.noun_phrase(["person"], 1, rc=False, modifier=False, adjectives=False)
-            do = self.noun_phrase(do_specs, 1, rc=False, indefinite=True)
+            do = self.noun_phrase(do_specs, 1, rc=False, indefinite=True, singular=True)
             aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
                 base, s3, past, zh_base, zh_past, tense, negative, self._agreement_plural(subj))
             if adverb:

@@ -441,7 +441,6 @@ INTRANSITIVE: list[tuple] = [
     ("sing", "sings", "sang", "唱歌", "唱歌了", ["person", "animal:bird"]),
     ("dance", "dances", "danced", "跳舞", "跳舞了", ["person"]),
     ("play", "plays", "played", "玩", "玩了", ["person:child,girl,boy,student", "animal"]),
-    ("swim", "swims", "swam", "游泳", "游泳了", ["person", "animal:duck,dog,tiger,snake"]),
     ("run", "runs", "ran", "跑步", "跑步了", ["person", "animal"]),
     ("cry", "cries", "cried", "哭", "哭了", ["person"]),
     ("rest", "rests", "rested", "休息", "休息了", ["person", "animal"]),

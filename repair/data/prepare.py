@@ -9,6 +9,7 @@ the counts and a fingerprint of the inputs so that a rerun with unchanged inputs
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -16,10 +17,12 @@ import shutil
 import tempfile
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
+
+from tqdm import tqdm
 
 from repair.errors import UserError
-from repair.fileio import read_text_lines, write_json_atomic, write_text_atomic
+from repair.fileio import write_json_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -56,18 +59,19 @@ def _length(text: str, lang: str) -> int:
     return len(text.split()) if lang == SRC else len(text.replace(" ", ""))
 
 
-def clean_pairs(
+def iter_clean_pairs(
     pairs: Iterable[tuple[str, str]],
+    counts: dict,
     *,
     max_ratio: float = 9.0,
     max_length: int = 250,
     dedup: bool = True,
     filter_length: bool = True,
-) -> tuple[list[tuple[str, str]], dict]:
-    """Clean and filter aligned pairs; returns the kept pairs and counts of what was dropped."""
-    counts = {"input": 0, "empty": 0, "too_long": 0, "ratio": 0, "duplicate": 0, "kept": 0, "changed": 0}
-    seen: set[tuple[str, str]] = set()
-    kept: list[tuple[str, str]] = []
+) -> Iterator[tuple[str, str]]:
+    """Cleaned pairs that pass the filters, streamed; `counts` is filled with what was dropped."""
+    for k in ("input", "empty", "too_long", "ratio", "duplicate", "kept", "changed"):
+        counts.setdefault(k, 0)
+    seen: set[int] = set()
     for en_raw, zh_raw in pairs:
         counts["input"] += 1
         en, zh = clean_text(en_raw), clean_text(zh_raw)
@@ -85,12 +89,20 @@ def clean_pairs(
                 counts["ratio"] += 1
                 continue
         if dedup:
-            if (en, zh) in seen:
+            # 8-byte digests keep the seen-set small for corpora of tens of millions of pairs.
+            key = int.from_bytes(hashlib.blake2b(f"{en}\t{zh}".encode(), digest_size=8).digest(), "little")
+            if key in seen:
                 counts["duplicate"] += 1
                 continue
-            seen.add((en, zh))
-        kept.append((en, zh))
-    counts["kept"] = len(kept)
+            seen.add(key)
+        counts["kept"] += 1
+        yield en, zh
+
+
+def clean_pairs(pairs: Iterable[tuple[str, str]], **options) -> tuple[list[tuple[str, str]], dict]:
+    """Clean and filter aligned pairs; returns the kept pairs and counts of what was dropped."""
+    counts: dict = {}
+    kept = list(iter_clean_pairs(pairs, counts, **options))
     return kept, counts
 
 
@@ -113,13 +125,36 @@ def check_raw(data_dir: str | os.PathLike) -> None:
         )
 
 
+def _lines(path: Path) -> Iterator[str]:
+    """Lines of a UTF-8 file, streamed (a BOM at the start dropped); a clear error names a bad line."""
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}:{n}: not UTF-8 (byte 0x{raw[e.start]:02x}); save the file as UTF-8") from None
+            if n == 1:
+                line = line.removeprefix("\ufeff")
+            yield line.rstrip("\r\n")
+
+
+def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
+    """Aligned (English, Chinese) lines of two files, streamed; unequal lengths are a UserError."""
+    n = 0
+    en_it, zh_it = _lines(en_path), _lines(zh_path)
+    for en, zh in itertools.zip_longest(en_it, zh_it):
+        if en is None or zh is None:
+            rest = 1 + sum(1 for _ in (zh_it if en is None else en_it))
+            n_en, n_zh = (n, n + rest) if en is None else (n + rest, n)
+            raise UserError(f"{en_path} has {n_en} lines but {zh_path} has {n_zh}: the two sides must be aligned line by line")
+        n += 1
+        yield en, zh
+
+
 def read_parallel(en_path: Path, zh_path: Path) -> list[tuple[str, str]]:
-    en, zh = read_text_lines(en_path), read_text_lines(zh_path)
-    if len(en) != len(zh):
-        raise UserError(
-            f"{en_path} has {len(en)} lines but {zh_path} has {len(zh)}: the two sides must be aligned line by line"
-        )
-    return list(zip(en, zh))
+    return list(iter_parallel(en_path, zh_path))
 
 
 def _fingerprint(paths: Sequence[Path], options: dict) -> str:
@@ -154,7 +189,7 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
         shuffle_input_sentence=True,
         # Small corpora cannot fill a large vocabulary: take what the data gives.
         hard_vocab_limit=False,
-        # fairseq's dictionary adds its own specials; spm's ids are not used downstream.
+        # Pieces go through fairseq's dictionary; an unknown one decodes as "<unk>", not as spm's "⁇".
         unk_surface="<unk>",
         num_threads=max(1, threads),
         minloglevel=2,
@@ -177,8 +212,21 @@ def load_spm(path: str | os.PathLike):
         raise UserError(f"{path}: not a SentencePiece model ({e})") from None
 
 
-def encode_pieces(sp, texts: Sequence[str]) -> list[str]:
-    return [" ".join(p) for p in sp.encode(list(texts), out_type=str)]
+def encode_pieces(sp, texts: Sequence[str], threads: int = 1) -> list[str]:
+    return [" ".join(p) for p in sp.encode(list(texts), out_type=str, num_threads=max(1, threads))]
+
+
+def encode_file(sp, src: Path, dst: Path, *, threads: int = 1, chunk: int = 100_000) -> None:
+    """SentencePiece pieces of every line of src, space separated, into dst (streamed in chunks)."""
+    with open(dst, "w", encoding="utf-8") as out:
+        batch: list[str] = []
+        for line in _lines(src):
+            batch.append(line)
+            if len(batch) >= chunk:
+                out.write("".join(l + "\n" for l in encode_pieces(sp, batch, threads)))
+                batch = []
+        if batch:
+            out.write("".join(l + "\n" for l in encode_pieces(sp, batch, threads)))
 
 
 # ----------------------------------------------------------------------------- binarizing
@@ -264,15 +312,21 @@ def prepare_data(
     stats: dict = {"splits": {}}
     clean_dir.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
-        pairs = read_parallel(paths[(split, SRC)], paths[(split, TGT)])
+        counts: dict = {}
         # Valid and test stay comparable with published figures: only repair text, never filter.
-        kept, counts = clean_pairs(pairs, max_ratio=max_ratio, max_length=max_length,
-                                   dedup=split == "train", filter_length=split == "train")
-        if not kept:
+        kept = iter_clean_pairs(iter_parallel(paths[(split, SRC)], paths[(split, TGT)]), counts,
+                                max_ratio=max_ratio, max_length=max_length,
+                                dedup=split == "train", filter_length=split == "train")
+        tmp_en, tmp_zh = clean_dir / f".{split}.{SRC}.tmp", clean_dir / f".{split}.{TGT}.tmp"
+        with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
+            for en, zh in tqdm(kept, desc=f"cleaning {split}", unit=" pairs", disable=None):
+                fe.write(en + "\n")
+                fz.write(zh + "\n")
+        if not counts["kept"]:
             raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
+        os.replace(tmp_en, clean_dir / f"{split}.{SRC}")
+        os.replace(tmp_zh, clean_dir / f"{split}.{TGT}")
         stats["splits"][split] = counts
-        for i, lang in enumerate(LANGS):
-            write_text_atomic(clean_dir / f"{split}.{lang}", "".join(p[i] + "\n" for p in kept))
         logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
                     split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
                     counts["duplicate"], counts["changed"])
@@ -285,8 +339,7 @@ def prepare_data(
                                 model_type=model_type, input_sentence_size=spm_input_sentence_size, threads=workers)
             sp = load_spm(sp_path)
             for split in SPLITS:
-                lines = (clean_dir / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()
-                write_text_atomic(tmp / f"{split}.{lang}", "".join(l + "\n" for l in encode_pieces(sp, lines)))
+                encode_file(sp, clean_dir / f"{split}.{lang}", tmp / f"{split}.{lang}", threads=workers)
             d = _build_dictionary(tmp / f"train.{lang}", workers)
             d.save(str(tmp / f"dict.{lang}.txt"))
             for split in SPLITS:

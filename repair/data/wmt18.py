@@ -9,6 +9,7 @@ anywhere under <root>/corpora/ (unpack the archives there); each is found by its
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import logging
 import os
@@ -171,14 +172,12 @@ def iter_tsv(path: Path, stats: dict) -> Iterator[tuple[str, str]]:
 
 
 def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
-    en_it, zh_it = _open_lines(en_path), _open_lines(zh_path)
     n = 0
-    for n, (en, zh) in enumerate(zip(en_it, zh_it), 1):
+    for n, (en, zh) in enumerate(itertools.zip_longest(_open_lines(en_path), _open_lines(zh_path)), 1):
+        if en is None or zh is None:
+            longer = en_path if zh is None else zh_path
+            raise UserError(f"{en_path} and {zh_path} are not aligned: {longer} has more than {n - 1} lines")
         yield en, zh
-    rest_en, rest_zh = next(en_it, None), next(zh_it, None)
-    if rest_en is not None or rest_zh is not None:
-        longer = en_path if rest_en is not None else zh_path
-        raise UserError(f"{en_path} and {zh_path} are not aligned: {longer} has more than {n} lines")
 
 
 # ----------------------------------------------------------------------------- the recipe

@@ -63,12 +63,16 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        text = str(e)
+        if "Weights only load failed" not in text:
+            raise UserError(f"{path}: not a readable PyTorch checkpoint ({text.strip()[:200]})") from None
+        found = [l.strip() for l in text.splitlines() if "Unsupported global" in l or "not an allowed global" in l]
         raise UserError(
-            f"{path}: refused to load, it holds pickled objects that a fairseq checkpoint does not contain "
-            f"({first}). Only load checkpoints from a source you trust; this loader never runs foreign code."
+            f"{path}: refused to load, it pickles an object that fairseq checkpoints never contain "
+            f"({found[0] if found else 'unsupported global'}). Load checkpoints only from a source you trust; "
+            f"this loader never runs code from a checkpoint."
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as e:
+    except Exception as e:  # torch raises many types for a file that is not a checkpoint at all
         raise UserError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(state, dict) or "model" not in state or not ("cfg" in state or "args" in state):
         raise UserError(f"{path}: a PyTorch file but not a fairseq checkpoint (no 'model' and 'cfg' entries)")

@@ -84,9 +84,15 @@ class EpochLog(logging.Handler):
 
 def run_training(cfg, on_epoch=None) -> list[dict]:
     """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs)."""
-    from fairseq import distributed_utils
+    from fairseq import checkpoint_utils, distributed_utils
     from fairseq_cli import train as fairseq_train
 
+    # fairseq keeps the best validation loss and the patience count as function attributes:
+    # a second training in the same process would compare against the first one's.
+    for fn, attrs in ((checkpoint_utils.save_checkpoint, ("best",)), (fairseq_train.should_stop_early, ("best", "num_runs"))):
+        for attr in attrs:
+            if hasattr(fn, attr):
+                delattr(fn, attr)
     handler = EpochLog(on_epoch)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
@@ -177,3 +183,39 @@ def _set_threads(threads: int | None, cuda: bool) -> None:
 
     if threads and not cuda:
         torch.set_num_threads(int(threads))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m repair.nmt.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]`: training alone.
+
+    The command to put behind torchrun for several nodes; on one machine every GPU is used
+    without it. key=value pairs override the model config (e.g. max_update=1000 lr=7e-4).
+    """
+    import sys
+
+    from omegaconf import OmegaConf
+
+    from repair.errors import exit_on_user_error
+
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 3:
+        print("usage: python -m repair.nmt.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]", file=sys.stderr)
+        sys.exit(2)
+
+    @exit_on_user_error
+    def run() -> None:
+        path = Path(argv[2])
+        if not path.is_file():
+            raise UserError(f"model config {path} not found (see conf/model/)")
+        try:
+            cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(argv[3:]))
+        except Exception as e:
+            raise UserError(f"{path} or overrides {argv[3:]}: {e}") from None
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+        print(train_model(argv[0], argv[1], cfg))
+
+    run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""`python -m repair.bench translate`: in-process batched translation against one text per call.
+
+Translates 500 English texts with a small fairseq model, first in one batched call, then one
+text per call (the way a web API is called), and prints as its last line JSON with
+batched_per_s, single_per_s and ratio.
+
+Without --checkpoint it builds its own small model once, outside the repository: Tatoeba's
+English-Chinese pairs (../shared/data/tatoeba-cmn-eng/cmn.txt) are split into train / valid /
+500 held-out test texts under --workdir (default /tmp/repair-bench-translate), prepared, and
+transformer_tiny is trained on them for --epochs. Rerunning reuses it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import random
+import sys
+import time
+from pathlib import Path
+
+from repair.errors import UserError
+
+REPO = Path(__file__).resolve().parents[2]
+TATOEBA = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
+TINY_CONFIG = REPO / "conf" / "model" / "transformer_tiny.yaml"
+
+logger = logging.getLogger(__name__)
+
+
+def tatoeba_pairs(path: Path) -> list[tuple[str, str]]:
+    from repair.fileio import read_text_lines
+
+    pairs = []
+    for n, line in enumerate(read_text_lines(path), 1):
+        if not line.strip():
+            continue
+        fields = line.split("\t")
+        if len(fields) < 2:
+            raise UserError(f"{path}:{n}: expected English<TAB>Chinese<TAB>attribution")
+        pairs.append((fields[0].strip(), fields[1].strip()))
+    return pairs
+
+
+def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model_overrides: dict) -> tuple[Path, Path, list[str]]:
+    """A prepared data folder and a trained small model under workdir; returns (checkpoint, data_dir, test texts)."""
+    from omegaconf import OmegaConf
+
+    from repair.data.prepare import prepare_data
+    from repair.nmt.train import train_model
+
+    data = workdir / "data"
+    raw = data / "raw"
+    if not (raw / "test.en").is_file():
+        pairs = tatoeba_pairs(source)
+        random.Random(0).shuffle(pairs)
+        splits = {"test": pairs[:n_test], "valid": pairs[n_test:n_test + 500], "train": pairs[n_test + 500:]}
+        raw.mkdir(parents=True, exist_ok=True)
+        for split, rows in splits.items():
+            for i, lang in enumerate(("en", "zh")):
+                (raw / f"{split}.{lang}").write_text("".join(r[i] + "\n" for r in rows), encoding="utf-8")
+    prepare_data(data, vocab_size=4000)
+    cfg = OmegaConf.to_container(OmegaConf.load(TINY_CONFIG), resolve=True)
+    cfg.update(model_overrides)
+    start = time.time()
+    checkpoint = train_model(data, workdir / "checkpoints" / cfg["name"], cfg, max_epoch=epochs)
+    logger.info("model ready in %.0f s: %s", time.time() - start, checkpoint)
+    texts = (raw / "test.en").read_text(encoding="utf-8").splitlines()
+    return checkpoint, data, texts
+
+
+def measure(translator, texts: list[str]) -> dict:
+    from tqdm import tqdm
+
+    start = time.perf_counter()
+    batched = translator.translate(texts)
+    batched_s = time.perf_counter() - start
+    start = time.perf_counter()
+    single = [translator.translate([t])[0] for t in tqdm(texts, desc="one text per call", unit="text", file=sys.stderr)]
+    single_s = time.perf_counter() - start
+    same = sum(a == b for a, b in zip(batched, single))
+    return {
+        "texts": len(texts),
+        "batched_s": round(batched_s, 2),
+        "single_s": round(single_s, 2),
+        "batched_per_s": round(len(texts) / batched_s, 2),
+        "single_per_s": round(len(texts) / single_s, 2),
+        "ratio": round(single_s / batched_s, 2),
+        "identical_translations": same,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(prog="python -m repair.bench translate", description=__doc__.split("\n\n")[0])
+    p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba)")
+    p.add_argument("--data-dir", type=Path, help="prepared data folder of --checkpoint (spm/, bin/dict.*.txt)")
+    p.add_argument("--texts", type=Path, help="English texts, one per line (default: 500 held-out Tatoeba texts)")
+    p.add_argument("-n", type=int, default=500, help="number of texts (default 500)")
+    p.add_argument("--workdir", type=Path, default=Path("/tmp/repair-bench-translate"))
+    p.add_argument("--source", type=Path, default=TATOEBA, help="Tatoeba cmn.txt")
+    p.add_argument("--epochs", type=int, default=4, help="training epochs of the small model (default 4)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--max-tokens", type=int, default=4000)
+    p.add_argument("--max-len", type=int, default=200)
+    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    p.add_argument("--device", default="auto")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+
+    import torch
+
+    from repair.nmt.translator import FairseqTranslator
+
+    if args.checkpoint is None:
+        if not args.source.is_file():
+            print(f"skipped: {args.source} is absent (give --checkpoint, --data-dir and --texts instead)")
+            return
+        threads_before = torch.get_num_threads()
+        torch.set_num_threads(1)  # training: see conf/model/transformer_tiny.yaml
+        checkpoint, data_dir, texts = build_model(args.workdir, args.source, n_test=args.n, epochs=args.epochs, model_overrides={})
+        torch.set_num_threads(threads_before)
+    else:
+        if args.data_dir is None:
+            raise UserError("--checkpoint needs --data-dir (the folder with spm/ and bin/dict.*.txt it was trained with)")
+        checkpoint, data_dir = args.checkpoint, args.data_dir
+        texts = []
+    if args.texts is not None:
+        from repair.fileio import read_text_lines
+
+        texts = [t for t in read_text_lines(args.texts) if t.strip()]
+    if not texts:
+        raise UserError("no texts to translate: give --texts FILE")
+    texts = texts[: args.n]
+
+    translator = FairseqTranslator(checkpoint, data_dir, beam=args.beam, max_tokens=args.max_tokens, max_len=args.max_len,
+                                   device=args.device, threads=args.threads)
+    translator.translate(texts[:8])  # warm-up: first-call allocations are not what is measured
+    figures = measure(translator, texts)
+    figures.update({"beam": args.beam, "max_tokens": args.max_tokens, "threads": torch.get_num_threads(),
+                    "device": str(translator.device), "checkpoint": str(checkpoint)})
+    print(f"{'texts':>8} {'batched/s':>10} {'single/s':>10} {'ratio':>7}  beam {args.beam}, {figures['threads']} threads, {figures['device']}")
+    print(f"{figures['texts']:>8} {figures['batched_per_s']:>10} {figures['single_per_s']:>10} {figures['ratio']:>7}")
+    print(json.dumps(figures))

@@ -1,0 +1,206 @@
+"""The repair loop end to end on a reduced demo: stages, resume after kills, file review, bad runs."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from repair.errors import UserError
+from repair.loop import run_loop
+
+REPO = Path(__file__).resolve().parents[1]
+CONF = REPO / "conf"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory) -> Path:
+    """Data and base checkpoints shared by the tests of this module: built and trained once."""
+    return tmp_path_factory.mktemp("loop-shared")
+
+
+def small(shared: Path) -> list[str]:
+    return [
+        f"data.dir={shared}/data",
+        "data.build.n_train=4000",
+        "data.build.n_fragments=3000",
+        "data.build.n_valid=150",
+        "data.build.n_test=120",
+        "data.build.n_purity=60",
+        f"checkpoint_dir={shared}/base",
+        "model.max_epoch=2",
+        "finetune.max_epoch=4",
+        "finetune.replay=300",
+        "verify.bootstrap_samples=200",
+        "translate.beam=2",
+    ]
+
+
+def composed(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return compose("config", overrides=overrides)
+
+
+def run_cli(args: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "repair.loop", *args], cwd=REPO, capture_output=True, text=True, timeout=900, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def finished_run(shared) -> Path:
+    run_dir = shared / "run-oracle"
+    cfg = composed(small(shared) + [f"run_dir={run_dir}"])
+    run_loop(cfg, run_dir)
+    return run_dir
+
+
+def test_demo_loop_end_to_end(finished_run):
+    report = json.loads((finished_run / "report.json").read_text())
+    before, after = report["purity"]["before"], report["purity"]["after"]
+    assert before["issues"] > 0
+    assert before["erroneous_translations"] == report["corrections"] > 0
+    assert isinstance(after["issues"], int)
+    assert 0 <= report["fixed"] <= report["corrections"]
+    assert report["fix_rate"] == pytest.approx(report["fixed"] / report["corrections"])
+    bleu = report["bleu"]
+    assert 0 <= bleu["before"] <= 100 and 0 <= bleu["after"] <= 100
+    assert 0 < bleu["p_value"] <= 1 and bleu["significant"] == (bleu["p_value"] < 0.05)
+    assert "tok:zh" in bleu["signature"]
+    ft = report["finetune"]
+    assert 1 <= ft["epochs"] <= 4 and ft["best_valid_loss"] > 0
+    assert len(ft["curve"]) == ft["epochs"]
+    for stage in ("prepare", "train", "test", "review", "finetune", "verify"):
+        assert report["seconds"][stage] >= 0
+    assert report["versions"]["fairseq-fixed"] and report["parser"]["name"] == "spacy"
+    for plot in report["plots"].values():
+        assert (finished_run / plot).stat().st_size > 1000
+    md = (finished_run / "report.md").read_text()
+    assert "Fixed after fine-tuning" in md and "p =" in md
+    # the tested checkpoint is never modified by fine-tuning
+    model = json.loads((finished_run / "model.json").read_text())
+    import hashlib
+
+    assert hashlib.sha256(Path(model["checkpoint"]).read_bytes()).hexdigest() == model["sha256"]
+    # corrections as the loop stores them
+    for line in (finished_run / "cycle1/review/corrections.jsonl").read_text().splitlines():
+        c = json.loads(line)
+        assert {"source", "translation", "correction", "kind", "issues"} <= set(c)
+
+
+def test_rerun_resumes_without_redoing(finished_run, shared):
+    stamps = {p: p.stat().st_mtime_ns for p in finished_run.rglob("*.json") if "report" not in p.name}
+    cfg = composed(small(shared) + [f"run_dir={finished_run}"])
+    run_loop(cfg, finished_run)
+    for p, t in stamps.items():
+        if p.name != "seconds.json":
+            assert p.stat().st_mtime_ns == t, f"{p} was rewritten on resume"
+
+
+def test_run_folder_from_another_configuration_is_refused(finished_run, shared):
+    cfg = composed(small(shared) + [f"run_dir={finished_run}", "finetune.lr=1e-3"])
+    with pytest.raises(UserError, match="finetune.lr"):
+        run_loop(cfg, finished_run)
+
+
+def test_corrections_edited_after_the_review_are_not_silently_mixed(finished_run, shared, tmp_path):
+    import shutil
+
+    run_dir = tmp_path / "copy"
+    shutil.copytree(finished_run, run_dir)
+    (run_dir / "config.json").unlink()  # the copy is a new folder of the same configuration
+    path = run_dir / "cycle1/review/corrections.jsonl"
+    path.write_text(path.read_text() + "\n")
+    cfg = composed(small(shared) + [f"run_dir={run_dir}"])
+    with pytest.raises(UserError, match="changed after the review ended"):
+        run_loop(cfg, run_dir)
+
+
+def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 600) -> None:
+    end = time.time() + timeout
+    while not path.exists():
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            raise AssertionError(f"loop ended (rc {proc.returncode}) before {path} appeared:\n{err[-3000:]}")
+        if time.time() > end:
+            proc.kill()
+            raise AssertionError(f"{path} did not appear in {timeout} s")
+        time.sleep(0.2)
+
+
+def kill_at(args: list[str], path: Path) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "repair.loop", *args], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    wait_for(path, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+
+
+def test_resume_after_kills_between_stages_and_inside_finetuning(finished_run, shared, tmp_path):
+    run_dir = tmp_path / "killed"
+    args = small(shared) + [f"run_dir={run_dir}"]
+    # killed right after Purity wrote its results
+    kill_at(args, run_dir / "cycle1/test/summary.json")
+    summary_stamp = (run_dir / "cycle1/test/summary.json").stat().st_mtime_ns
+    # killed inside fine-tuning, once its first checkpoint is on disk
+    kill_at(args, run_dir / "cycle1/finetune/checkpoint_last.pt")
+    assert not (run_dir / "cycle1/finetune/result.json").exists()
+    done = run_cli(args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().splitlines()[-1] == f"report: {run_dir / 'report.json'}"
+    assert (run_dir / "cycle1/test/summary.json").stat().st_mtime_ns == summary_stamp
+    report = json.loads((run_dir / "report.json").read_text())
+    ours = json.loads((finished_run / "report.json").read_text())
+    # the same seeds and data: the killed run reaches what the uninterrupted one did before fine-tuning
+    assert report["purity"]["before"] == ours["purity"]["before"]
+    assert report["corrections"] == ours["corrections"]
+    assert report["finetune"]["epochs"] >= 1
+
+
+def test_file_review_round_trip(shared, finished_run, tmp_path):
+    run_dir = tmp_path / "file-review"
+    args = small(shared) + [f"run_dir={run_dir}", "review=file"]
+    first = run_cli(args)
+    assert first.returncode == 2
+    assert "Traceback" not in first.stderr
+    sheet = run_dir / "cycle1/review/sheet.csv"
+    assert str(sheet) in first.stderr or "sheet.csv" in first.stderr
+    with open(sheet, newline="", encoding="utf-8-sig") as f:
+        rows = list(csv.DictReader(f))
+    assert rows
+    # the person judges every issue: the RTI's translation of the first two is wrong, the rest are fine
+    for i, row in enumerate(rows):
+        row["container_wrong"] = "no"
+        row["rti_wrong"] = "yes" if i < 2 else "no"
+        if i < 2:
+            row["kind"] = "under-translation"
+            row["corrected_rti_translation"] = "修正" + str(i)
+    with open(sheet, "w", newline="", encoding="utf-8-sig") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    second = run_cli(args)
+    assert second.returncode == 0, second.stderr[-3000:]
+    corrections = [json.loads(l) for l in (run_dir / "cycle1/review/corrections.jsonl").read_text().splitlines() if l]
+    # two RTI corrections, or one where both rows share an RTI (the latest wins)
+    assert corrections and {c["correction"] for c in corrections} <= {"修正0", "修正1"}
+    assert json.loads((run_dir / "report.json").read_text())["corrections"] == len(corrections)
+
+
+def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):
+    done = run_cli(["model=transformer_wmt18", f"data.dir={tmp_path}/wmt18", f"run_dir={tmp_path}/run"])
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "error:" in done.stderr and "wmt18" in done.stderr
+    assert not (tmp_path / "run" / "model.json").exists()

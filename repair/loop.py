@@ -86,6 +86,7 @@ class Run:
                 beam=self.cfg.translate.beam,
                 max_tokens=self.cfg.translate.max_tokens,
                 device=self.cfg.device,
+                threads=self.cfg.model.get("threads"),
             )
         return self._translators[key]
 
@@ -224,11 +225,11 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
 def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data) -> list[tuple[str, str]]:
     pairs = [(c["source"], c["correction"]) for c in corrections] * cfg.finetune.repeat
     if cfg.finetune.replay:
-        en = read_text_lines(data.dir / "raw" / "train.en")
-        zh = read_text_lines(data.dir / "raw" / "train.zh")
+        from repair.data.prepare import read_clean_pairs
+
+        train = read_clean_pairs(data.dir, "train")
         rng = random.Random(cfg.seed)
-        idx = rng.sample(range(len(en)), min(cfg.finetune.replay, len(en)))
-        pairs += [(en[i], zh[i]) for i in idx]
+        pairs += rng.sample(train, min(cfg.finetune.replay, len(train)))
     random.Random(cfg.seed).shuffle(pairs)
     return pairs
 

@@ -90,6 +90,8 @@ def test_binarize_pairs_uses_the_prepared_models(raw_dir, tmp_path):
     train = data_utils.load_indexed_dataset(str(out / "train.en-zh.en"), d)
     assert len(train) == 3
     assert (out / "valid.en-zh.zh.bin").read_bytes() == (raw_dir / "bin" / "valid.en-zh.zh.bin").read_bytes()
+    out = binarize_pairs([("The cat .", " "), ("The dog .", "狗。")], raw_dir, tmp_path / "some_empty")
+    assert len(data_utils.load_indexed_dataset(str(out / "train.en-zh.zh"), d)) == 1
     with pytest.raises(UserError, match="empty side"):
         binarize_pairs([("The cat .", " ")], raw_dir, tmp_path / "bad")
 

@@ -109,6 +109,21 @@ def test_generation_is_deterministic_for_a_seed():
     assert a["purity"] != c["purity"]
 
 
+def test_build_is_the_same_in_another_process(tmp_path):
+    """No set or hash order leaks into the corpus: another interpreter with another hash seed writes the same files."""
+    import os
+    import subprocess
+    import sys
+
+    build_demo(tmp_path / "here", seed=4, **SMALL)
+    code = ("import sys; from repair.data.demo import build_demo; "
+            f"build_demo(sys.argv[1], seed=4, **{SMALL!r})")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "there")], check=True,
+                   env={**os.environ, "PYTHONHASHSEED": "12345"})
+    for name in ("raw/train.en", "raw/train.zh", "purity.en", "references.jsonl"):
+        assert (tmp_path / "here" / name).read_bytes() == (tmp_path / "there" / name).read_bytes(), name
+
+
 def test_build_writes_the_layout_and_every_purity_sentence_has_a_reference(small_build):
     data_dir, record = small_build
     for split in ("train", "valid", "test"):

@@ -76,6 +76,7 @@ def measure(translator, texts: list[str]) -> dict:
     start = time.perf_counter()
     batched = translator.translate(texts)
     batched_s = time.perf_counter() - start
+    logger.info("batched: %d texts in %.1f s (%.1f texts/s)", len(texts), batched_s, len(texts) / batched_s)
     start = time.perf_counter()
     single = [translator.translate([t])[0] for t in tqdm(texts, desc="one text per call", unit="text", file=sys.stderr)]
     single_s = time.perf_counter() - start
@@ -103,7 +104,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=4000)
     p.add_argument("--max-len", type=int, default=200)
-    p.add_argument("--threads", type=int, default=None, help="CPU threads (default: torch's)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="CPU threads (default 1: on shared cores a second torch thread mostly waits; use 2+ on a dedicated machine)")
     p.add_argument("--device", default="auto")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)

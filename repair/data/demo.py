@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Union
+from typing import Iterator, Union
 
 from repair.data import demo_lexicon as lex
 from repair.errors import UserError, exit_on_user_error
@@ -32,7 +32,7 @@ from repair.fileio import iter_jsonl, read_json, write_json_atomic, write_jsonl_
 logger = logging.getLogger(__name__)
 
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
-DEMO_VERSION = 1
+DEMO_VERSION = 2
 
 DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=400)
 

@@ -379,9 +379,13 @@ def binarize_pairs(
     if not pairs:
         raise UserError("no sentence pairs to binarize (the corrections and replay sample are empty)")
     cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
-    bad = [i for i, (en, zh) in enumerate(cleaned) if not en or not zh]
-    if bad:
-        raise UserError(f"pairs {bad[:10]} have an empty side; every pair needs English and Chinese text")
+    empty = sum(1 for en, zh in cleaned if not en or not zh)
+    cleaned = [(en, zh) for en, zh in cleaned if en and zh]
+    if not cleaned:
+        raise UserError(f"all {len(pairs)} pairs to binarize have an empty side; every pair needs English and Chinese text")
+    if empty:
+        # A replay sample drawn from raw text can meet an empty line; it carries nothing to learn.
+        logger.warning("%d of %d pairs with an empty side left out of %s", empty, len(pairs), out_dir)
     src_bin = data_dir / "bin"
     out_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:

@@ -11,6 +11,7 @@ and puts everything back.
 from __future__ import annotations
 
 import contextlib
+import io
 import logging
 import warnings
 from typing import Iterator, Sequence
@@ -58,10 +59,15 @@ def training_config(args: Sequence[str]):
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     parser = options.get_training_parser()
+    complaint = io.StringIO()
     try:
-        namespace = options.parse_args_and_arch(parser, input_args=list(args))
+        with contextlib.redirect_stderr(complaint):
+            namespace = options.parse_args_and_arch(parser, input_args=list(args))
     except SystemExit:
-        # argparse has printed what it rejected just above.
-        raise UserError(f"fairseq rejected the training options (see the message above): {' '.join(args)}") from None
+        reason = complaint.getvalue().strip().splitlines()[-1:] or ["invalid options"]
+        raise UserError(
+            f"fairseq-train rejected the model config ({reason[0].split('error: ')[-1]}); every key of a model "
+            f"config other than name/checkpoint/fp16/threads is a fairseq-train option, underscores for dashes"
+        ) from None
     with hydra_isolated():
         return convert_namespace_to_omegaconf(namespace)

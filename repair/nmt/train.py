@@ -208,7 +208,11 @@ def main(argv: list[str] | None = None) -> None:
         if not path.is_file():
             raise UserError(f"model config {path} not found (see conf/model/)")
         try:
-            cfg = OmegaConf.merge(OmegaConf.load(path), OmegaConf.from_dotlist(argv[3:]))
+            loaded = OmegaConf.load(path)
+            # A model file written as a global package (`model:` under a `defaults:` list) carries it one level down.
+            if "arch" not in loaded and "model" in loaded:
+                loaded = loaded.model
+            cfg = OmegaConf.merge(loaded, OmegaConf.from_dotlist(argv[3:]))
         except Exception as e:
             raise UserError(f"{path} or overrides {argv[3:]}: {e}") from None
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

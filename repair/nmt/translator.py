@@ -28,9 +28,11 @@ class FairseqTranslator(Translator):
     """Translates English to Chinese with a fairseq transformer checkpoint.
 
     Texts are cleaned like the training data, encoded with the source SentencePiece model,
-    sorted by length into batches of at most `max_tokens` source tokens, decoded with beam
-    search, and turned back into text with the target SentencePiece model. The output length
-    cap is absolute (`max_len`), so a text's translation does not depend on its batch.
+    grouped into length buckets, batched up to `max_tokens` source tokens, decoded with beam
+    search, and turned back into text with the target SentencePiece model. Every text is padded
+    to its bucket's fixed width, alone or in a batch, so its encoding and its output cap
+    (max_len_a * width + max_len_b, at most max_len) are its own: a translation does not
+    depend on the batch it lands in.
     """
 
     name = "fairseq"
@@ -48,6 +50,8 @@ class FairseqTranslator(Translator):
         max_tokens: int = 4000,
         max_sentences: int = 128,
         max_len: int = 200,
+        max_len_a: float = 1.2,
+        max_len_b: int = 10,
         len_penalty: float = 1.0,
         device: str = "auto",
         fp16: bool | str = "auto",
@@ -82,8 +86,8 @@ class FairseqTranslator(Translator):
         from fairseq.sequence_generator import SequenceGenerator
 
         self.generator = SequenceGenerator(
-            [self.model], self.tgt_dict, beam_size=self.beam, max_len_a=0, max_len_b=self.max_len,
-            len_penalty=len_penalty,
+            [self.model], self.tgt_dict, beam_size=self.beam, max_len_a=float(max_len_a), max_len_b=int(max_len_b),
+            max_len=self.max_len + 1, len_penalty=len_penalty,
         )
         self.max_source_positions = int(self.model.max_positions()[0])
 
@@ -135,7 +139,7 @@ class FairseqTranslator(Translator):
         if not options.get("checkpoint"):
             raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file)")
         known = {"checkpoint", "data_dir", "src_spm", "tgt_spm", "src_dict", "tgt_dict", "beam", "max_tokens",
-                 "max_sentences", "max_len", "len_penalty", "device", "fp16", "threads"}
+                 "max_sentences", "max_len", "max_len_a", "max_len_b", "len_penalty", "device", "fp16", "threads"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise UserError(f"translator config: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -154,19 +158,18 @@ class FairseqTranslator(Translator):
             self._truncated += 1
         return ids
 
+    def bucket(self, length: int) -> int:
+        """The padded width of a source of `length` tokens: the next multiple of 8 (of 32 above 64)."""
+        step = 8 if length <= 64 else 32
+        return min(self.max_source_positions, -(-length // step) * step)
+
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
-        batches, current, longest = [], [], 0
-        for i in order:
-            longest_if = max(longest, lengths[i])
-            if current and (longest_if * (len(current) + 1) > self.max_tokens or len(current) >= self.max_sentences):
-                batches.append(current)
-                current, longest_if = [], lengths[i]
-            current.append(i)
-            longest = longest_if
-        if current:
-            batches.append(current)
-        return batches
+        """Indices grouped by bucket, each group cut to max_tokens / max_sentences."""
+        by_width: dict[int, list[int]] = {}
+        for i in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+            by_width.setdefault(self.bucket(lengths[i]), []).append(i)
+        size = lambda width: max(1, min(self.max_sentences, self.max_tokens // width))  # noqa: E731
+        return [group[k:k + size(w)] for w, group in sorted(by_width.items()) for k in range(0, len(group), size(w))]
 
     def translate(self, texts: list[str]) -> list[str]:
         import torch
@@ -188,7 +191,9 @@ class FairseqTranslator(Translator):
             tokens = [encoded[i] for i in idx]
             sample = {
                 "net_input": {
-                    "src_tokens": data_utils.collate_tokens(tokens, pad, eos, left_pad=True).to(self.device),
+                    "src_tokens": data_utils.collate_tokens(
+                        tokens, pad, eos, left_pad=True, pad_to_length=self.bucket(max(len(t) for t in tokens))
+                    ).to(self.device),
                     "src_lengths": torch.tensor([len(t) for t in tokens], device=self.device),
                 }
             }

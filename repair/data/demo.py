@@ -27,6 +27,7 @@ from typing import Iterator, Union
 
 from repair.data import demo_lexicon as lex
 from repair.errors import UserError, exit_on_user_error
+from repair.purity.rti import english_stopwords
 from repair.fileio import iter_jsonl, read_json, write_json_atomic, write_jsonl_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -36,18 +37,8 @@ DEMO_VERSION = 2
 
 DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=400)
 
-# NLTK's English stop-word list (179 words), which Purity uses to decide what is an RTI.
-STOP_WORDS = frozenset("""
-i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves he him
-his himself she she's her hers herself it it's its itself they them their theirs themselves what which who
-whom this that that'll these those am is are was were be been being have has had having do does did doing
-a an the and but if or because as until while of at by for with about against between into through during
-before after above below to from up down in out on off over under again further then once here there when
-where why how all any both each few more most other some such no nor not only own same so than too very s
-t can will just don don't should should've now d ll m o re ve y ain aren aren't couldn couldn't didn didn't
-doesn doesn't hadn hadn't hasn hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn
-needn't shan shan't shouldn shouldn't wasn wasn't weren weren't won won't wouldn wouldn't
-""".split())
+# NLTK's English stop-word list, which Purity uses to decide what is an RTI.
+STOP_WORDS = english_stopwords()
 
 
 # ----------------------------------------------------------------------------- text normalization

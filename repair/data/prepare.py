@@ -192,6 +192,8 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
         # Pieces go through fairseq's dictionary; an unknown one decodes as "<unk>", not as spm's "⁇".
         unk_surface="<unk>",
         num_threads=max(1, threads),
+        # NFKC would turn Chinese full-width punctuation (，：) into ASCII, which references never use.
+        normalization_rule_name="identity" if lang == TGT else "nmt_nfkc",
         minloglevel=2,
     )
     return model_prefix.with_suffix(".model")

@@ -165,7 +165,11 @@ def stage_test(run: Run, out: Path, checkpoint: Path, data: Data) -> dict:
 
     if not (out / "summary.json").exists():
         sentences = read_text_lines(data.sentences)
-        run_purity(sentences, run.parser(), run.translator(checkpoint, data.dir), out, **purity_kwargs(run.cfg))
+        start = time.perf_counter()
+        parser, translator = run.parser(), run.translator(checkpoint, data.dir)
+        run_purity(
+            sentences, parser, translator, out, init_seconds=time.perf_counter() - start, **purity_kwargs(run.cfg)
+        )
     return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
 
 
@@ -265,9 +269,7 @@ def translate_cached(translator, texts: list[str], path: Path) -> list[str]:
     return out
 
 
-def stage_verify(
-    run: Run, out: Path, base: Path, finetuned: Path, corrections: list[dict], test: dict, test_dir: Path, data: Data
-) -> dict:
+def stage_verify(run: Run, out: Path, base: Path, finetuned: Path, corrections: list[dict], test: dict, data: Data) -> dict:
     from repair.purity.run import run_purity
     from repair.verify import bleu_significance, purity_regressions, verify_fixes
 
@@ -293,10 +295,7 @@ def stage_verify(
 
     purity_dir = out / "purity"
     if not (purity_dir / "summary.json").exists():
-        trees = read_text_lines(test_dir / "trees.txt")
-        run_purity(
-            read_text_lines(data.sentences), run.parser(), new_model, purity_dir, trees=trees, **purity_kwargs(cfg)
-        )
+        run_purity(read_text_lines(data.sentences), run.parser(), new_model, purity_dir, **purity_kwargs(cfg))
     after_issues = read_jsonl(purity_dir / "issues.jsonl")
     result = {
         "fixes": {k: v for k, v in fixes.items() if k != "rows"},
@@ -343,7 +342,7 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
             ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data)
         with run.stage("verify"):
             verify = stage_verify(
-                run, cdir / "verify", checkpoint, Path(ft["best_checkpoint"]), corrections, test, cdir / "test", data
+                run, cdir / "verify", checkpoint, Path(ft["best_checkpoint"]), corrections, test, data
             )
         cycles.append(
             {"cycle": k, "test": test, "review": review, "corrections": corrections, "finetune": ft, "verify": verify}

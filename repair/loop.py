@@ -253,6 +253,8 @@ def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict
             patience=ft.patience,
             max_epoch=ft.max_epoch,
             seed=run.cfg.seed,
+            device=run.cfg.device,
+            threads=run.cfg.model.get("threads"),
         )
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
         write_json_atomic(result_path, result)
@@ -373,7 +375,8 @@ def default_run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run_dir)
 
 
-@hydra.main(version_base=None, config_path="../conf", config_name="config")
+# conf/loop.yaml, not config.yaml: fairseq registers its own schema as "config" in Hydra's store
+@hydra.main(version_base=None, config_path="../conf", config_name="loop")
 @exit_on_user_error
 def main(cfg: DictConfig) -> None:
     path = run_loop(cfg, default_run_dir(cfg))

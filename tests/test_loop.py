@@ -32,13 +32,13 @@ def shared(tmp_path_factory) -> Path:
 def small(shared: Path) -> list[str]:
     return [
         f"data.dir={shared}/data",
-        "data.build.n_train=4000",
-        "data.build.n_fragments=3000",
+        "data.build.n_train=8000",
+        "data.build.n_fragments=5000",
         "data.build.n_valid=150",
         "data.build.n_test=120",
         "data.build.n_purity=60",
         f"checkpoint_dir={shared}/base",
-        "model.max_epoch=2",
+        "model.max_epoch=4",
         "finetune.max_epoch=4",
         "finetune.replay=300",
         "verify.bootstrap_samples=200",
@@ -48,7 +48,7 @@ def small(shared: Path) -> list[str]:
 
 def composed(overrides: list[str]):
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose("config", overrides=overrides)
+        return compose("loop", overrides=overrides)
 
 
 def run_cli(args: list[str], **kw) -> subprocess.CompletedProcess:

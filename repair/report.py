@@ -67,49 +67,49 @@ def cycle_summary(c: dict, threshold) -> dict:
 
 
 def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
+    """plots/valid_loss.png (fine-tuning) and plots/issues.png (issues per threshold, before and after)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    def save(name: str, title: str, ylabel: str, draw) -> str:
+        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
+        draw(ax)
+        ax.set_title(title)
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        fig.tight_layout()
+        path = run_dir / "plots" / f"{name}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+        plt.close(fig)
+        return str(path.relative_to(run_dir))
+
     plots = {}
     last = cycles[-1]
     curve = (last.get("finetune") or {}).get("curve") or []
     if curve:
-        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
-        epochs = [p["epoch"] for p in curve]
-        ax.plot(epochs, [p["valid_loss"] for p in curve], marker="o", label="validation")
-        if all(p.get("train_loss") is not None for p in curve):
-            ax.plot(epochs, [p["train_loss"] for p in curve], marker=".", linestyle="--", label="train")
-        ax.set_xlabel("epoch")
-        ax.set_ylabel("loss")
-        ax.set_title("Fine-tuning loss")
-        ax.legend()
-        fig.tight_layout()
-        path = run_dir / "plots" / "valid_loss.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-        plt.close(fig)
-        plots["valid_loss"] = str(path.relative_to(run_dir))
-    before = (last["purity"]["before"].get("issues_per_threshold")) or {}
+        def draw_curve(ax):
+            epochs = [p["epoch"] for p in curve]
+            ax.plot(epochs, [p["valid_loss"] for p in curve], marker="o", label="validation")
+            if all(p.get("train_loss") is not None for p in curve):
+                ax.plot(epochs, [p["train_loss"] for p in curve], marker=".", linestyle="--", label="train")
+            ax.set_xlabel("epoch")
+
+        plots["valid_loss"] = save("valid_loss", "Fine-tuning loss", "loss", draw_curve)
+    before = last["purity"]["before"].get("issues_per_threshold") or {}
     after = (last["purity"].get("after") or {}).get("issues_per_threshold") or {}
     if before:
-        fig, ax = plt.subplots(figsize=(5, 3.2), dpi=120)
-        xs = list(range(len(thresholds)))
-        w = 0.38
-        ax.bar([x - w / 2 for x in xs], [before.get(str(t), 0) for t in thresholds], w, label="before")
-        if after:
-            ax.bar([x + w / 2 for x in xs], [after.get(str(t), 0) for t in thresholds], w, label="after")
-        ax.set_xticks(xs, [f"d={t}" for t in thresholds])
-        ax.set_ylabel("suspicious issues")
-        ax.set_title("Purity issues per threshold")
-        ax.legend()
-        fig.tight_layout()
-        path = run_dir / "plots" / "issues.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path)
-        plt.close(fig)
-        plots["issues"] = str(path.relative_to(run_dir))
+        def draw_issues(ax):
+            xs = list(range(len(thresholds)))
+            w = 0.38
+            ax.bar([x - w / 2 for x in xs], [before.get(str(t), 0) for t in thresholds], w, label="before")
+            if after:
+                ax.bar([x + w / 2 for x in xs], [after.get(str(t), 0) for t in thresholds], w, label="after")
+            ax.set_xticks(xs, [f"d={t}" for t in thresholds])
+
+        plots["issues"] = save("issues", "Purity issues per threshold", "suspicious issues", draw_issues)
     return plots
 
 

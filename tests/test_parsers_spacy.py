@@ -9,38 +9,11 @@ from omegaconf import OmegaConf
 
 from repair.errors import UserError
 from repair.purity.parsers import make_parser
+from helpers import leaves, read_tree
 from repair.purity.parsers.spacy import SpacyParser, bracket_tree, np_spans
 
 PURITY_INPUTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "purity-inputs"
 CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
-
-
-def read_tree(tree: str):
-    """(label, children) nodes from a bracketed tree; leaves are plain strings."""
-    tokens = tree.replace("(", " ( ").replace(")", " ) ").split()
-    pos = 0
-
-    def node():
-        nonlocal pos
-        assert tokens[pos] == "(", f"expected ( at token {pos} of {tree}"
-        label, pos = tokens[pos + 1], pos + 2
-        children = []
-        while tokens[pos] != ")":
-            if tokens[pos] == "(":
-                children.append(node())
-            else:
-                children.append(tokens[pos])
-                pos += 1
-        pos += 1
-        return label, children
-
-    root = node()
-    assert pos == len(tokens), f"text after the tree's end: {tree}"
-    return root
-
-
-def leaves(n) -> list[str]:
-    return [n] if isinstance(n, str) else [w for c in n[1] for w in leaves(c)]
 
 
 def np_texts(tree: str) -> list[str]:

@@ -13,34 +13,11 @@ from omegaconf import OmegaConf
 
 from repair.errors import UserError
 from repair.purity.parsers import make_parser
+from helpers import read_tree
 from repair.purity.parsers.stanza import StanzaParser
 from stanza_tiny import PACKAGE, build_model_dir
 
 CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
-
-
-def read_tree(tree: str):
-    """(label, children) nodes from a bracketed tree; leaves are plain strings."""
-    tokens = tree.replace("(", " ( ").replace(")", " ) ").split()
-    pos = 0
-
-    def node():
-        nonlocal pos
-        assert tokens[pos] == "(", f"expected ( at token {pos} of {tree}"
-        label, pos = tokens[pos + 1], pos + 2
-        children = []
-        while tokens[pos] != ")":
-            if tokens[pos] == "(":
-                children.append(node())
-            else:
-                children.append(tokens[pos])
-                pos += 1
-        pos += 1
-        return label, children
-
-    root = node()
-    assert pos == len(tokens), f"text after the tree's end: {tree}"
-    return root
 
 
 def preterminals(n) -> list[tuple[str, str]]:

@@ -1,6 +1,5 @@
 """The review page in a real Chromium: keyboard only, kill and restart, escaping, the token."""
 
-import hashlib
 import json
 import os
 import re
@@ -10,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import make_issue
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -24,9 +24,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not 
 
 
 def issue(container, ct, rti, rt, missing=()):
-    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": len(missing), "missing": list(missing)}
+    return make_issue(container, ct, rti, rt, missing)
 
 
 SCRIPT = "<script>window.__xss = 1</script>"

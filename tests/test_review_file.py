@@ -1,7 +1,6 @@
 """The spreadsheet round trip: write the sheet, stop, read back what a person filled in."""
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -11,12 +10,11 @@ import pytest
 from repair.errors import UserError
 from repair.review.sheet import COLUMNS, ReviewPending, file_review
 from repair.review.store import review_stats
+from helpers import make_issue
 
 
 def issue(container, ct, rti, rt, missing=()):
-    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": len(missing), "missing": list(missing)}
+    return make_issue(container, ct, rti, rt, missing)
 
 
 CHUMMY = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的双边会谈", "亲切的")

@@ -1,17 +1,15 @@
 """Oracle review on hand-made issues with references."""
 
-import hashlib
 import json
 
 import pytest
 
 from repair.review.oracle import guess_kind, oracle_review
+from helpers import make_issue
 
 
 def issue(container, ct, rti, rt):
-    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": 1, "missing": []}
+    return {**make_issue(container, ct, rti, rt), "distance": 1}
 
 
 REFS = {

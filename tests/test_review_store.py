@@ -1,18 +1,16 @@
 """CorrectionStore, review_stats and load_corrections on hand-made judgments."""
 
-import hashlib
 import json
 
 import pytest
 
 from repair.errors import UserError
 from repair.review.store import CorrectionStore, load_corrections, review_stats
+from helpers import make_issue
 
 
 def issue(container, ct, rti, rt, missing=()):
-    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container + ".",
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": len(missing), "missing": list(missing)}
+    return make_issue(container, ct, rti, rt, missing, sentence=container + ".")
 
 
 CHUMMY = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的双边会谈", "亲切的")

@@ -1,7 +1,6 @@
 """The review page over HTTP: token, Host check, judgments saved, export, finish."""
 
 import csv
-import hashlib
 import io
 import json
 import os
@@ -21,14 +20,13 @@ from starlette.testclient import TestClient
 from repair.errors import UserError
 from repair.review.__main__ import locate, read_issues
 from repair.review.web import bind, create_app, serve_review
+from helpers import make_issue
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def issue(container, ct, rti, rt, missing=()):
-    return {"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": len(missing), "missing": list(missing)}
+    return make_issue(container, ct, rti, rt, missing)
 
 
 CHUMMY = issue("chummy bilateral talks with Mr. Trump", "与特朗普先生的双边会谈", "chummy bilateral talks", "亲切的双边会谈", "亲切的")

@@ -204,3 +204,14 @@ def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):
     assert "Traceback" not in done.stderr
     assert "error:" in done.stderr and "wmt18" in done.stderr
     assert not (tmp_path / "run" / "model.json").exists()
+
+
+def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path):
+    args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
+    done = run_cli(["-m", *args, "finetune.max_epoch=1", "finetune.lr=3e-4,1e-3", f"hydra.sweep.dir={tmp_path}"])
+    assert done.returncode == 0, done.stderr[-3000:]
+    reports = sorted(tmp_path.glob("*/report.json"))
+    assert len(reports) == 2  # one folder per job, named by its overrides (paths left out)
+    assert "finetune.lr=0.0003" in reports[0].parent.name and "finetune.lr=0.001" in reports[1].parent.name
+    lrs = {json.loads((p.parent / "config.json").read_text())["finetune"]["lr"] for p in reports}
+    assert lrs == {3e-4, 1e-3}

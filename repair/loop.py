@@ -8,7 +8,6 @@ stages and maps the configuration onto the functions that do the work.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import random
 import time

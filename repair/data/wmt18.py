@@ -127,7 +127,7 @@ def read_sgm(path: Path) -> list[tuple[str, str, str]]:
     """(docid, segid, text) of every <seg> in a WMT SGML file, in order, entities unescaped."""
     text = "\n".join(read_text_lines(path))
     out: list[tuple[str, str, str]] = []
-    pos, docid = 0, ""
+    docid = ""
     events = sorted([(m.start(), "doc", m) for m in _DOC.finditer(text)] + [(m.start(), "seg", m) for m in _SEG.finditer(text)],
                     key=lambda e: e[0])
     for _, kind, m in events:

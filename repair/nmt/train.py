@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import repair.nmt.checkpoint  # noqa: F401  (allowlists fairseq's checkpoint classes for torch.load)
-from repair.data.prepare import LANGS, SRC, TGT, SPLITS
+from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
 from repair.nmt.fairseq_config import fairseq_option_args, training_config

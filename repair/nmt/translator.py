@@ -94,7 +94,7 @@ class FairseqTranslator(Translator):
     # ------------------------------------------------------------------ loading
 
     def _load_model(self):
-        from fairseq import checkpoint_utils, tasks
+        from fairseq import checkpoint_utils
         from fairseq.dataclass.utils import merge_with_parent
         from fairseq.tasks.translation import TranslationConfig, TranslationTask
         from omegaconf import OmegaConf, open_dict

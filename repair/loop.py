@@ -285,8 +285,9 @@ def stage_verify(run: Run, out: Path, base: Path, finetuned: Path, corrections: 
     write_json_atomic(out / "fixes.json", fixes)
     log.info("fixed %s of %s corrections", fixes["fixed"], fixes["corrections"])
 
-    test_en = read_text_lines(data.dir / "raw" / "test.en")
-    test_zh = read_text_lines(data.dir / "raw" / "test.zh")
+    from repair.data.prepare import read_clean_pairs
+
+    test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
     hyp_base = translate_cached(run.translator(base, data.dir), test_en, out / "bleu" / "base.txt")
     hyp_new = translate_cached(new_model, test_en, out / "bleu" / "finetuned.txt")
     bleu = bleu_significance(

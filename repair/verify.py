@@ -5,11 +5,7 @@ from __future__ import annotations
 import os
 
 from repair.purity import bow_distance
-
-
-def normalize(text: str) -> str:
-    """Translations compare equal when they differ only in whitespace."""
-    return "".join(text.split())
+from repair.review.store import squeeze
 
 
 def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char") -> dict:
@@ -21,7 +17,7 @@ def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "
     """
     rows = []
     for c, new in zip(corrections, translations, strict=True):
-        fixed = normalize(new) == normalize(c["correction"])
+        fixed = squeeze(new) == squeeze(c["correction"])
         rows.append(
             {
                 "source": c["source"],

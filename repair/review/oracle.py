@@ -7,7 +7,7 @@ import logging
 import os
 from collections import Counter
 
-from repair.review.store import SIDES, CorrectionStore, _squeeze
+from repair.review.store import SIDES, CorrectionStore, squeeze
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +18,7 @@ def guess_kind(translation: str, reference: str) -> str:
     Only characters of the reference missing: under-translation; only extra characters: over-translation;
     the same characters in another order: incorrect modification; anything else: word/phrase mistranslation.
     """
-    a, b = _squeeze(translation), _squeeze(reference)
+    a, b = squeeze(translation), squeeze(reference)
     ops = {tag for tag, *_ in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes() if tag != "equal"}
     if ops == {"insert"}:
         return "under-translation"
@@ -42,7 +42,7 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
         if any(r is None for r in refs.values()):
             needs_person.append(issue["id"])
             continue
-        wrong = [s for s in SIDES if _squeeze(issue[f"{s}_translation"]) != _squeeze(refs[s])]
+        wrong = [s for s in SIDES if squeeze(issue[f"{s}_translation"]) != squeeze(refs[s])]
         kinds = {s: guess_kind(issue[f"{s}_translation"], refs[s]) for s in wrong}
         corrections = {s: refs[s].strip() for s in wrong}
         items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from repair.errors import UserError
 from repair.fileio import read_text_lines, write_jsonl_atomic, write_text_atomic
-from repair.review.store import KINDS, SIDES, CorrectionStore, parse_kind
+from repair.review.store import KINDS, SIDES, CorrectionStore, parse_kind, squeeze
 
 SHEET_CSV = "sheet.csv"
 SHEET_JSONL = "sheet.jsonl"
@@ -163,7 +163,7 @@ def _judgment(where: str, row: dict, issue: dict):
     for s in wrong:
         if not texts[s]:
             raise UserError(f"{where}: {s}_wrong is yes, so corrected_{s}_translation needs the right translation")
-        if "".join(texts[s].split()) == "".join(issue[f"{s}_translation"].split()):
+        if squeeze(texts[s]) == squeeze(issue[f"{s}_translation"]):
             raise UserError(f"{where}: corrected_{s}_translation is still the model's translation; correct it")
     return wrong, kind, {s: texts[s] for s in wrong}
 

@@ -57,7 +57,8 @@ def parse_kind(text: Any) -> str:
     raise ValueError(f"unknown kind {text!r}; use one of: {', '.join(KINDS)}")
 
 
-def _squeeze(text: str) -> str:
+def squeeze(text: str) -> str:
+    """A translation without its whitespace: two translations that differ only in spaces are the same."""
     return "".join(text.split())
 
 
@@ -258,7 +259,7 @@ class CorrectionStore:
             text = (corrections.get(side) or "").strip()
             if not text:
                 raise UserError(f"issue {issue_id}: the {side} translation is marked wrong but has no correction")
-            if _squeeze(text) == _squeeze(issue[f"{side}_translation"]):
+            if squeeze(text) == squeeze(issue[f"{side}_translation"]):
                 raise UserError(
                     f"issue {issue_id}: the corrected {side} translation is still the model's translation"
                 )

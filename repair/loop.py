@@ -86,6 +86,7 @@ class Run:
                 max_tokens=self.cfg.translate.max_tokens,
                 device=self.cfg.device,
                 threads=self.cfg.model.get("threads"),
+                workers=self.cfg.translate.get("workers"),
             )
         return self._translators[key]
 

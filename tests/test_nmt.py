@@ -88,6 +88,18 @@ def test_translation_does_not_depend_on_the_batch(translator):
     assert len(translator._batches([len(translator.encode(t)) for t in texts])) > 1
 
 
+def test_batches_decoded_side_by_side_give_the_same_translations(trained, data_dir, translator):
+    texts = [en for en, _ in corpus.pairs(60, seed=10)] + ["The big red clever old happy tall cat sees the dog ."]
+    assert translator.workers == 1
+    two = FairseqTranslator(trained, data_dir, beam=4, max_tokens=300, threads=2, workers=2)
+    assert (two.workers, two.threads) == (2, 1)
+    assert len(two._batches([len(two.encode(t)) for t in texts])) > 2
+    assert two.translate(texts) == translator.translate(texts)
+    assert two.translate(texts[:1]) == translator.translate(texts[:1])
+    with pytest.raises(UserError, match="workers"):
+        FairseqTranslator(trained, data_dir, workers=0)
+
+
 def test_empty_long_and_unknown_input_never_crash(translator, caplog):
     long = "the cat sees the dog " * 400
     with caplog.at_level(logging.WARNING, logger="repair.nmt.translator"):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -33,6 +35,12 @@ class FairseqTranslator(Translator):
     to its bucket's fixed width, alone or in a batch, so its encoding and its output cap
     (max_len_a * width + max_len_b, at most max_len) are its own: a translation does not
     depend on the batch it lands in.
+
+    On CPU, `threads` cores are shared out as `workers` batches decoded at once, each with
+    threads // workers torch threads: beam search spends much of each step in Python, and a
+    second batch computes while the first is between operations. (On 2 cores, two batches with
+    one thread each translate ~1.6x faster than one batch with two threads, and one text alone
+    is fastest with one thread.) On GPU one batch runs at a time.
     """
 
     name = "fairseq"
@@ -56,6 +64,7 @@ class FairseqTranslator(Translator):
         device: str = "auto",
         fp16: bool | str = "auto",
         threads: int | None = None,
+        workers: int | None = None,
     ):
         import torch
 
@@ -79,16 +88,27 @@ class FairseqTranslator(Translator):
             raise UserError(f"translator device={device}, but torch sees no CUDA device")
         self.device = torch.device(device)
         self.fp16 = self.device.type == "cuda" and fp16 in (True, "auto", "true")
-        if threads and self.device.type == "cpu":
-            torch.set_num_threads(int(threads))
+        if workers is not None and int(workers) < 1:
+            raise UserError(f"translator: workers ({workers}) must be at least 1")
+        if self.device.type == "cpu":
+            cores = int(threads) if threads else torch.get_num_threads()
+            self.workers = int(workers) if workers else min(2, cores)
+            self.threads = max(1, cores // self.workers)
+        else:
+            self.workers, self.threads = 1, None
 
         self.model = self._load_model()
         from fairseq.sequence_generator import SequenceGenerator
 
-        self.generator = SequenceGenerator(
-            [self.model], self.tgt_dict, beam_size=self.beam, max_len_a=float(max_len_a), max_len_b=int(max_len_b),
-            max_len=self.max_len + 1, len_penalty=len_penalty,
-        )
+        def generator():
+            return SequenceGenerator(
+                [self.model], self.tgt_dict, beam_size=self.beam, max_len_a=float(max_len_a), max_len_b=int(max_len_b),
+                max_len=self.max_len + 1, len_penalty=len_penalty,
+            )
+
+        self.generator = generator()  # the calling thread's; each worker has its own (beam search keeps state)
+        self._generators = [generator() for _ in range(self.workers - 1)]
+        self._pool = None
         self.max_source_positions = int(self.model.max_positions()[0])
 
     # ------------------------------------------------------------------ loading
@@ -139,7 +159,8 @@ class FairseqTranslator(Translator):
         if not options.get("checkpoint"):
             raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file)")
         known = {"checkpoint", "data_dir", "src_spm", "tgt_spm", "src_dict", "tgt_dict", "beam", "max_tokens",
-                 "max_sentences", "max_len", "max_len_a", "max_len_b", "len_penalty", "device", "fp16", "threads"}
+                 "max_sentences", "max_len", "max_len_a", "max_len_b", "len_penalty", "device", "fp16", "threads",
+                 "workers"}
         unknown = sorted(set(options) - known)
         if unknown:
             raise UserError(f"translator config: unknown key(s) {unknown}; known: {sorted(known)}")
@@ -184,9 +205,10 @@ class FairseqTranslator(Translator):
         if self._truncated:
             logger.warning("%d text(s) longer than the model's %d source positions were truncated",
                            self._truncated, self.max_source_positions)
-        pad, eos, unk = self.src_dict.pad(), self.src_dict.eos(), self.tgt_dict.unk()
-        ignore = {unk, self.tgt_dict.pad(), self.tgt_dict.bos()}
-        for batch in self._batches([len(encoded[i]) for i in todo]):
+        pad, eos = self.src_dict.pad(), self.src_dict.eos()
+        ignore = {self.tgt_dict.unk(), self.tgt_dict.pad(), self.tgt_dict.bos()}
+
+        def run(batch: list[int], generator) -> None:
             idx = [todo[b] for b in batch]
             tokens = [encoded[i] for i in idx]
             sample = {
@@ -198,8 +220,38 @@ class FairseqTranslator(Translator):
                 }
             }
             with torch.inference_mode():
-                hypos = self.generator.generate([self.model], sample)
+                hypos = generator.generate([self.model], sample)
             for i, hyps in zip(idx, hypos):
                 pieces = self.tgt_dict.string(hyps[0]["tokens"].int().cpu(), extra_symbols_to_ignore=ignore)
                 out[i] = detokenize_zh(self.sp_tgt.decode(pieces.split()))
+
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)  # training in the same process may have set another count
+        batches = self._batches([len(encoded[i]) for i in todo])
+        if self.workers == 1 or len(batches) < 2:
+            for batch in batches:
+                run(batch, self.generator)
+            return out
+        # Largest batches first, each taken by whichever worker is free: the calling thread and
+        # workers - 1 pool threads, each with its own generator.
+        batches.sort(key=lambda b: -len(b) * self.bucket(max(len(encoded[todo[i]]) for i in b)))
+        queue = iter(batches)
+        lock = threading.Lock()
+
+        def drain(generator) -> None:
+            while True:
+                with lock:
+                    batch = next(queue, None)
+                if batch is None:
+                    return
+                run(batch, generator)
+
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers - 1, thread_name_prefix="translate")
+        futures = [self._pool.submit(drain, g) for g in self._generators]
+        try:
+            drain(self.generator)
+        finally:
+            for f in futures:
+                f.result()
         return out

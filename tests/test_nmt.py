@@ -129,6 +129,9 @@ def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplo
     with caplog.at_level(logging.INFO):
         train_model(data_dir, save, cfg, max_epoch=1)
     assert "checkpoint_last.pt (epoch 1 @ 8 updates)" in caplog.text
+    # fairseq's progress stays in the log, its dumps of the whole config and model do not.
+    assert "num. shared model params" in caplog.text
+    assert "TransformerModel(" not in caplog.text and "'no_progress_bar'" not in caplog.text
     last = load_checkpoint(save / "checkpoint_last.pt")
     per_epoch = load_checkpoint(save / "checkpoint_best.pt")["optimizer_history"][-1]["num_updates"]
     assert last["optimizer_history"][-1]["num_updates"] == per_epoch > 8

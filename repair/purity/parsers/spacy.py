@@ -98,6 +98,24 @@ def is_nominal_head(token) -> bool:
     return token.pos_ in ("NUM", "SYM") and token.dep_ in NOMINAL_ARG_DEPS
 
 
+OPENING, CLOSING = "([{", ")]}"
+
+
+def close_brackets(doc, start: int, end: int) -> int | None:
+    """The span's end, moved past the closing brackets its open ones need; None when it cannot balance."""
+    depth = 0
+    for token in doc[start:end]:
+        if token.text in OPENING:
+            depth += 1
+        elif token.text in CLOSING:
+            depth -= 1
+            if depth < 0:
+                return None
+    while depth > 0 and end < len(doc) and doc[end].text in CLOSING:
+        depth, end = depth - 1, end + 1
+    return end if depth == 0 else None
+
+
 def np_spans(doc) -> list[tuple[int, int]]:
     """Laminar NP spans (start, end) over the doc's token indices."""
     candidates: list[tuple[int, int, int]] = []  # (rank, start, end); lower rank wins a crossing
@@ -123,6 +141,9 @@ def np_spans(doc) -> list[tuple[int, int]]:
             start += 1
         while end > start and dangling[end - 1]:
             end -= 1
+        end = close_brackets(doc, start, end)
+        if end is None:  # "billion ($4.9" or "4.9 billion)": never half a bracket pair
+            continue
         if start >= end or (start, end) in seen:
             continue
         if any(s < start < e < end or start < s < end < e for s, e in accepted):

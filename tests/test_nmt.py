@@ -221,3 +221,33 @@ def test_checkpoint_with_a_foreign_pickled_object_is_refused(trained, data_dir, 
     with pytest.raises(UserError, match="refused to load"):
         FairseqTranslator(bad, data_dir)  # the translator loads through the same guard
     assert not marker.exists()
+
+
+def test_a_failing_batch_stops_the_other_workers(trained, data_dir, monkeypatch):
+    two = FairseqTranslator(trained, data_dir, beam=2, max_sentences=1, threads=2, workers=2)
+    texts = [en for en, _ in corpus.pairs(40, seed=11)]
+    n_batches = len(two._batches([len(two.encode(t)) for t in texts]))
+    assert n_batches == 40
+    calls = []
+    original = two.generator.generate
+
+    def failing(models, sample):
+        calls.append(1)
+        raise KeyboardInterrupt
+
+    other, other_calls = two._generators[0], []
+    other_original = other.generate
+
+    def counting(models, sample):
+        other_calls.append(1)
+        return other_original(models, sample)
+
+    monkeypatch.setattr(two.generator, "generate", failing)
+    monkeypatch.setattr(other, "generate", counting)
+    with pytest.raises(KeyboardInterrupt):
+        two.translate(texts)
+    monkeypatch.setattr(two.generator, "generate", original)
+    assert calls == [1]
+    # It finishes the batch it holds and takes no more (a slow calling thread may let it take a few).
+    assert len(other_calls) < n_batches // 2
+    assert len(two.translate(texts)) == len(texts)  # the translator still works afterwards

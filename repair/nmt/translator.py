@@ -236,21 +236,25 @@ class FairseqTranslator(Translator):
         # workers - 1 pool threads, each with its own generator.
         batches.sort(key=lambda b: -len(b) * self.bucket(max(len(encoded[todo[i]]) for i in b)))
         queue = iter(batches)
-        lock = threading.Lock()
+        lock, stop = threading.Lock(), threading.Event()
 
         def drain(generator) -> None:
-            while True:
-                with lock:
-                    batch = next(queue, None)
-                if batch is None:
-                    return
-                run(batch, generator)
+            try:
+                while not stop.is_set():
+                    with lock:
+                        batch = next(queue, None)
+                    if batch is None:
+                        return
+                    run(batch, generator)
+            except BaseException:
+                stop.set()  # the others finish the batch they hold and take no more
+                raise
 
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.workers - 1, thread_name_prefix="translate")
         futures = [self._pool.submit(drain, g) for g in self._generators]
         try:
-            drain(self.generator)
+            drain(self.generator)  # Ctrl-C lands here, in the calling thread
         finally:
             for f in futures:
                 f.result()

@@ -38,9 +38,8 @@ class FairseqTranslator(Translator):
 
     On CPU, `threads` cores are shared out as `workers` batches decoded at once, each with
     threads // workers torch threads: beam search spends much of each step in Python, and a
-    second batch computes while the first is between operations. (On 2 cores, two batches with
-    one thread each translate ~1.6x faster than one batch with two threads, and one text alone
-    is fastest with one thread.) On GPU one batch runs at a time.
+    second batch computes while the first is between operations (on 2 cores, two batches with one
+    thread each ran 1.3-1.6x faster than one batch with two threads). On GPU one batch runs at a time.
     """
 
     name = "fairseq"

@@ -10,7 +10,8 @@ from omegaconf import OmegaConf
 from repair.errors import UserError
 from repair.purity.parsers import make_parser
 from helpers import leaves, read_tree
-from repair.purity.parsers.spacy import SpacyParser, bracket_tree, np_spans
+from repair.purity.parsers.spacy import SpacyParser, bracket_tree, doc_tree, np_spans
+from repair.purity.rti import extract
 
 PURITY_INPUTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "purity-inputs"
 CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
@@ -141,6 +142,9 @@ def test_spans_keep_brackets_paired(parser):
     texts = [doc[s:e].text for s, e in np_spans(doc)]
     assert "€ 4.34 billion ( $ 4.9 billion )" in texts and "$ 4.9 billion" in texts
     assert all(t.count("(") == t.count(")") for t in texts), texts
+    # The RTI's text keeps the pair too (trimming at the NP's ends does not cut it).
+    rtis = extract(doc_tree(doc, [[w] for w in words]), " ".join(words), min_content_words=1).rtis
+    assert "4.34 billion ( $ 4.9 billion )" in rtis, rtis
 
 
 def test_missing_model_is_a_user_error():

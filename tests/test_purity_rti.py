@@ -63,6 +63,9 @@ def test_brackets_unescaped_and_trailing_apostrophe_dropped():
     assert phrase_text(["Apple", "-LRB-", "AAPL", "-RRB-", "stock", "price"]) == "Apple ( AAPL ) stock price"
     assert phrase_text(["-LRB-", "the", "big", "three", "-RRB-"]) == "the big three"
     assert phrase_text(["the", "three", "players'"]) == "the three players"
+    # A bracket at an end stays when its partner is inside: never half a pair.
+    assert phrase_text(["€", "4.34", "billion", "-LRB-", "$", "4.9", "billion", "-RRB-"]) == "4.34 billion ( $ 4.9 billion )"
+    assert phrase_text(["-LRB-", "in", "euros", "-RRB-", "the", "price"]) == "( in euros ) the price"
 
 
 def test_nested_nps_every_np_ancestor_is_a_container():

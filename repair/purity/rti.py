@@ -6,7 +6,7 @@ The rules, in order:
    constituents left empty by that, are dropped.
 2. A word is a leaf with at least one letter or digit; other leaves are punctuation (so are
    the bracket escapes `-LRB-`, `-RRB-`, ...). An NP's leaves lose the punctuation at both
-   ends; its text is those leaves joined by one space, then " 's" -> "'s" and the bracket
+   ends, except a bracket whose partner stays ("A (B)" keeps its ")"); its text is those leaves joined by one space, then " 's" -> "'s" and the bracket
    escapes -> brackets, stripped; a trailing "'" is dropped.
 3. An NP is an RTI with at most `max_words` words of which at least `min_content_words` are
    not stop words (looked up lowercased, without a leading apostrophe).
@@ -31,6 +31,7 @@ from repair.errors import UserError
 DEFAULT_MAX_WORDS = 10
 DEFAULT_MIN_CONTENT_WORDS = 3
 BRACKET_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{", "-RCB-": "}"}
+OPENING, CLOSING = "([{", ")]}"
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _ASCII_PUNCT_OR_SPACE = re.compile("[" + re.escape(string.punctuation) + r"\s]+")
 
@@ -188,6 +189,15 @@ def phrase_text(leaves: list[str]) -> str:
         start += 1
     while end > start and not is_word(leaves[end - 1]):
         end -= 1
+    # Trimming never leaves half a bracket pair: the kept words take back the brackets they need.
+    depth = lowest = 0
+    for leaf in leaves[start:end]:
+        depth += (unescape(leaf) in OPENING) - (unescape(leaf) in CLOSING)
+        lowest = min(lowest, depth)
+    while lowest < 0 and start > 0 and unescape(leaves[start - 1]) in OPENING:
+        start, depth, lowest = start - 1, depth + 1, lowest + 1
+    while depth > 0 and end < len(leaves) and unescape(leaves[end]) in CLOSING:
+        end, depth = end + 1, depth - 1
     text = join_leaves(leaves[start:end])
     if text.endswith("'"):
         text = text[:-1].strip()

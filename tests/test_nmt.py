@@ -251,3 +251,20 @@ def test_a_failing_batch_stops_the_other_workers(trained, data_dir, monkeypatch)
     # It finishes the batch it holds and takes no more (a slow calling thread may let it take a few).
     assert len(other_calls) < n_batches // 2
     assert len(two.translate(texts)) == len(texts)  # the translator still works afterwards
+
+
+def test_translate_benchmark_interleaves_batched_and_single_calls(trained, data_dir, tmp_path, capsys):
+    import json
+
+    from repair.bench.translate import main as bench_translate
+
+    texts = [en for en, _ in corpus.pairs(23, seed=11)]
+    (tmp_path / "texts.en").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    bench_translate(["--checkpoint", str(trained), "--data-dir", str(data_dir), "--texts", str(tmp_path / "texts.en"),
+                     "--beam", "2", "--threads", "1", "--rounds", "4"])
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["texts"] == 23 and figures["rounds"] == 4
+    assert len(figures["batched_runs_s"]) == len(figures["single_runs_s"]) == 4
+    assert figures["identical_translations"] == 23  # every text translated alone once, in its own round
+    assert figures["batched_per_s"] > 0 and figures["single_per_s"] > 0
+    assert figures["ratio"] == pytest.approx(figures["batched_per_s"] / figures["single_per_s"], rel=0.02)

@@ -1,8 +1,8 @@
 """`python -m repair.bench translate`: in-process batched translation against one text per call.
 
-Translates 500 English texts with a small fairseq model, first in one batched call (three times;
-the median counts), then one text per call (the way a web API is called), and prints as its last line JSON with
-batched_per_s, single_per_s and ratio.
+Translates 500 English texts with a small fairseq model in one batched call and one text per call
+(the way a web API is called), interleaved in rounds (see `measure`), and prints as its last line
+JSON with batched_per_s, single_per_s and ratio.
 
 Without --checkpoint it builds its own small model once, outside the repository: Tatoeba's
 English-Chinese pairs (../shared/data/tatoeba-cmn-eng/cmn.txt) are split into train / valid /
@@ -71,26 +71,41 @@ def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model_
     return checkpoint, data, texts
 
 
-def measure(translator, texts: list[str]) -> dict:
+def measure(translator, texts: list[str], rounds: int = 5) -> dict:
+    """Batched and one-text-per-call timings, interleaved so that both see the same machine.
+
+    Each of `rounds` rounds translates all texts in one batched call, then one share of the
+    texts one per call (every text once over all rounds). A shared machine that slows down or
+    speeds up during the run then weighs on both sides alike. The batched time is the median
+    round; the single time is the sum over all texts.
+    """
     from tqdm import tqdm
 
-    runs = []
-    for _ in range(3):
+    rounds = max(1, min(rounds, len(texts)))
+    shares = [texts[r::rounds] for r in range(rounds)]
+    batched_runs, single_runs, batched, single = [], [], None, [None] * len(texts)
+    progress = tqdm(total=len(texts), desc="one text per call", unit="text", file=sys.stderr)
+    for r, share in enumerate(shares):
         start = time.perf_counter()
         batched = translator.translate(texts)
-        runs.append(time.perf_counter() - start)
-    batched_s = statistics.median(runs)
+        batched_runs.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for k, text in enumerate(share):
+            single[r + k * rounds] = translator.translate([text])[0]
+            progress.update()
+        single_runs.append(time.perf_counter() - start)
+    progress.close()
+    batched_s, single_s = statistics.median(batched_runs), sum(single_runs)
     logger.info("batched: %d texts in %s s (median %.2f s, %.1f texts/s)", len(texts),
-                " / ".join(f"{r:.2f}" for r in runs), batched_s, len(texts) / batched_s)
-    start = time.perf_counter()
-    single = [translator.translate([t])[0] for t in tqdm(texts, desc="one text per call", unit="text", file=sys.stderr)]
-    single_s = time.perf_counter() - start
+                " / ".join(f"{r:.2f}" for r in batched_runs), batched_s, len(texts) / batched_s)
     same = sum(a == b for a, b in zip(batched, single))
     return {
         "texts": len(texts),
+        "rounds": rounds,
         "batched_s": round(batched_s, 2),
-        "batched_runs_s": [round(r, 2) for r in runs],
+        "batched_runs_s": [round(r, 2) for r in batched_runs],
         "single_s": round(single_s, 2),
+        "single_runs_s": [round(r, 2) for r in single_runs],
         "batched_per_s": round(len(texts) / batched_s, 2),
         "single_per_s": round(len(texts) / single_s, 2),
         "ratio": round(single_s / batched_s, 2),
@@ -116,6 +131,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=None,
                    help="batches decoded at once on CPU, sharing --threads (default: 2 when threads >= 2)")
     p.add_argument("--device", default="auto")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="rounds of one batched call and a share of the single calls, interleaved (default 5)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
 
@@ -148,7 +165,7 @@ def main(argv: list[str] | None = None) -> None:
                                    max_sentences=args.max_sentences, max_len=args.max_len,
                                    device=args.device, threads=args.threads, workers=args.workers)
     translator.translate(texts[:8])  # warm-up: first-call allocations are not what is measured
-    figures = measure(translator, texts)
+    figures = measure(translator, texts, rounds=args.rounds)
     figures.update({"beam": args.beam, "max_tokens": args.max_tokens, "max_sentences": args.max_sentences,
                     "threads": args.threads, "workers": translator.workers, "threads_per_worker": torch.get_num_threads(),
                     "device": str(translator.device), "checkpoint": str(checkpoint)})

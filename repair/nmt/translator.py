@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from repair.data.prepare import clean_text, encode_pieces, load_dictionary, load_spm, spm_paths
+from repair.data.prepare import clean_text, load_dictionary, load_spm, spm_paths
 from repair.errors import UserError
 from repair.nmt.checkpoint import load_checkpoint
 from repair.purity.translators import Translator
@@ -108,6 +108,7 @@ class FairseqTranslator(Translator):
         self.generator = generator()  # the calling thread's; each worker has its own (beam search keeps state)
         self._generators = [generator() for _ in range(self.workers - 1)]
         self._pool = None
+        self._truncated = 0
         self.max_source_positions = int(self.model.max_positions()[0])
 
     # ------------------------------------------------------------------ loading
@@ -169,14 +170,22 @@ class FairseqTranslator(Translator):
 
     def encode(self, text: str):
         """Source token ids (with EOS) of one text, cut to the model's maximum positions."""
+        return self.encode_all([text])[0]
+
+    def encode_all(self, texts: Sequence[str], *, cleaned: bool = False) -> list:
+        """Source token ids of each text: one SentencePiece call for all of them (a call per text
+        costs ~0.2 ms, more than the encoding itself)."""
         import torch
 
-        pieces = encode_pieces(self.sp_src, [clean_text(text)])[0]
-        ids = self.src_dict.encode_line(pieces, add_if_not_exist=False, append_eos=True).long()
-        if len(ids) > self.max_source_positions:
-            ids = torch.cat([ids[: self.max_source_positions - 1], ids[-1:]])
-            self._truncated += 1
-        return ids
+        indices, unk, eos = self.src_dict.indices, self.src_dict.unk(), self.src_dict.eos()
+        out = []
+        for pieces in self.sp_src.encode(list(texts) if cleaned else [clean_text(t) for t in texts], out_type=str):
+            ids = [indices.get(p, unk) for p in pieces]
+            if len(ids) >= self.max_source_positions:
+                ids = ids[: self.max_source_positions - 1]
+                self._truncated += 1
+            out.append(torch.tensor(ids + [eos], dtype=torch.long))
+        return out
 
     def bucket(self, length: int) -> int:
         """The padded width of a source of `length` tokens: the next multiple of 8 (of 32 above 64)."""
@@ -199,13 +208,15 @@ class FairseqTranslator(Translator):
             raise TypeError("translate() takes a list of texts")
         out = [""] * len(texts)
         self._truncated = 0
-        todo = [i for i, t in enumerate(texts) if clean_text(t or "")]
-        encoded = {i: self.encode(texts[i]) for i in todo}
+        cleaned = [clean_text(t or "") for t in texts]
+        todo = [i for i, t in enumerate(cleaned) if t]
+        encoded = dict(zip(todo, self.encode_all([cleaned[i] for i in todo], cleaned=True)))
         if self._truncated:
             logger.warning("%d text(s) longer than the model's %d source positions were truncated",
                            self._truncated, self.max_source_positions)
         pad, eos = self.src_dict.pad(), self.src_dict.eos()
-        ignore = {self.tgt_dict.unk(), self.tgt_dict.pad(), self.tgt_dict.bos()}
+        symbols = self.tgt_dict.symbols
+        ignore = {self.tgt_dict.unk(), self.tgt_dict.pad(), self.tgt_dict.bos(), self.tgt_dict.eos()}
 
         def run(batch: list[int], generator) -> None:
             idx = [todo[b] for b in batch]
@@ -221,8 +232,8 @@ class FairseqTranslator(Translator):
             with torch.inference_mode():
                 hypos = generator.generate([self.model], sample)
             for i, hyps in zip(idx, hypos):
-                pieces = self.tgt_dict.string(hyps[0]["tokens"].int().cpu(), extra_symbols_to_ignore=ignore)
-                out[i] = detokenize_zh(self.sp_tgt.decode(pieces.split()))
+                pieces = [symbols[t] for t in hyps[0]["tokens"].tolist() if t not in ignore]
+                out[i] = detokenize_zh(self.sp_tgt.decode(pieces))
 
         if self.threads and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)  # training in the same process may have set another count

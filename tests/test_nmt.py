@@ -268,3 +268,23 @@ def test_translate_benchmark_interleaves_batched_and_single_calls(trained, data_
     assert figures["identical_translations"] == 23  # every text translated alone once, in its own round
     assert figures["batched_per_s"] > 0 and figures["single_per_s"] > 0
     assert figures["ratio"] == pytest.approx(figures["batched_per_s"] / figures["single_per_s"], rel=0.02)
+
+
+def test_translate_benchmark_builds_an_architecture_with_random_weights(tmp_path, capsys):
+    import json
+
+    from repair.bench.translate import main as bench_translate, model_config
+
+    assert model_config("transformer_wmt18")["arch"] == "transformer_wmt_en_de_big"
+    with pytest.raises(UserError, match="known: .*transformer_tiny"):
+        model_config("transformer_huge")
+    # A Tatoeba-format file (English<TAB>Chinese<TAB>attribution) stands in for ../shared/data.
+    source = tmp_path / "cmn.txt"
+    source.write_text("".join(f"{en}\t{zh}\tCC-BY\n" for en, zh in corpus.pairs(800, seed=12)), encoding="utf-8")
+    bench_translate(["--source", str(source), "--workdir", str(tmp_path / "work"), "--random-weights",
+                     "-n", "12", "--rounds", "2", "--beam", "2", "--threads", "1"])
+    figures = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert figures["texts"] == 12 and figures["identical_translations"] == 12
+    assert figures["checkpoint"].endswith("transformer_tiny-random/checkpoint_best.pt")
+    state = load_checkpoint(figures["checkpoint"])
+    assert state["optimizer_history"][-1]["num_updates"] == 1  # as initialised, not trained

@@ -8,6 +8,11 @@ Without --checkpoint it builds its own small model once, outside the repository:
 English-Chinese pairs (../shared/data/tatoeba-cmn-eng/cmn.txt) are split into train / valid /
 500 held-out test texts under --workdir (default /tmp/repair-bench-translate), prepared, and
 transformer_tiny is trained on them for --epochs. Rerunning reuses it.
+
+`--model transformer_wmt18 --random-weights` measures the paper's big architecture instead, as
+initialised (one training update on the same data, so that fairseq writes a checkpoint of its
+own format): random weights are fine for speed, not for the translations, which run to the
+length cap. Meant for a GPU, where it decodes in fp16.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from repair.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
 TATOEBA = REPO.parent / "shared" / "data" / "tatoeba-cmn-eng" / "cmn.txt"
-TINY_CONFIG = REPO / "conf" / "model" / "transformer_tiny.yaml"
+MODEL_CONFIGS = REPO / "conf" / "model"
 
 logger = logging.getLogger(__name__)
 
@@ -44,10 +49,23 @@ def tatoeba_pairs(path: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model_overrides: dict) -> tuple[Path, Path, list[str]]:
-    """A prepared data folder and a trained small model under workdir; returns (checkpoint, data_dir, test texts)."""
+def model_config(name: str) -> dict:
+    """conf/model/<name>.yaml as a plain dict (the fairseq options under `model:` where the file nests them)."""
     from omegaconf import OmegaConf
 
+    path = MODEL_CONFIGS / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in MODEL_CONFIGS.glob("*.yaml"))
+        raise UserError(f"--model {name}: no {path}; known: {known}")
+    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    cfg = cfg.get("model", cfg)
+    cfg.pop("defaults", None)
+    return cfg
+
+
+def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model: str = "transformer_tiny",
+                random_weights: bool = False, device: str = "auto") -> tuple[Path, Path, list[str]]:
+    """A prepared data folder and a trained small model under workdir; returns (checkpoint, data_dir, test texts)."""
     from repair.data.prepare import prepare_data
     from repair.nmt.train import train_model
 
@@ -62,10 +80,14 @@ def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model_
             for i, lang in enumerate(("en", "zh")):
                 (raw / f"{split}.{lang}").write_text("".join(r[i] + "\n" for r in rows), encoding="utf-8")
     prepare_data(data, vocab_size=4000)
-    cfg = OmegaConf.to_container(OmegaConf.load(TINY_CONFIG), resolve=True)
-    cfg.update(model_overrides)
+    cfg = model_config(model)
     start = time.time()
-    checkpoint = train_model(data, workdir / "checkpoints" / cfg["name"], cfg, max_epoch=epochs)
+    if random_weights:
+        # One small update: fairseq writes its checkpoint; the weights stay as initialised (warm-up lr).
+        checkpoint = train_model(data, workdir / "checkpoints" / f"{cfg['name']}-random", cfg, max_update=1,
+                                 device=device, extra_options={"update_freq": 1, "max_tokens": 1024})
+    else:
+        checkpoint = train_model(data, workdir / "checkpoints" / cfg["name"], cfg, max_epoch=epochs, device=device)
     logger.info("model ready in %.0f s: %s", time.time() - start, checkpoint)
     texts = (raw / "test.en").read_text(encoding="utf-8").splitlines()
     return checkpoint, data, texts
@@ -122,6 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workdir", type=Path, default=Path("/tmp/repair-bench-translate"))
     p.add_argument("--source", type=Path, default=TATOEBA, help="Tatoeba cmn.txt")
     p.add_argument("--epochs", type=int, default=4, help="training epochs of the small model (default 4)")
+    p.add_argument("--model", default="transformer_tiny",
+                   help="conf/model/NAME.yaml to build when no --checkpoint is given (default transformer_tiny)")
+    p.add_argument("--random-weights", action="store_true",
+                   help="do not train: measure the architecture as initialised (for speed only)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--max-tokens", type=int, default=12000, help="source tokens per batch (default 12000)")
     p.add_argument("--max-sentences", type=int, default=512, help="texts per batch (default 512)")
@@ -146,7 +172,9 @@ def main(argv: list[str] | None = None) -> None:
             return
         threads_before = torch.get_num_threads()
         torch.set_num_threads(1)  # training: see conf/model/transformer_tiny.yaml
-        checkpoint, data_dir, texts = build_model(args.workdir, args.source, n_test=args.n, epochs=args.epochs, model_overrides={})
+        checkpoint, data_dir, texts = build_model(args.workdir, args.source, n_test=args.n, epochs=args.epochs,
+                                                 model=args.model, random_weights=args.random_weights,
+                                                 device=args.device)
         torch.set_num_threads(threads_before)
     else:
         if args.data_dir is None:

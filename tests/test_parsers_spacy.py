@@ -143,8 +143,12 @@ def test_spans_keep_brackets_paired(parser):
     assert "€ 4.34 billion ( $ 4.9 billion )" in texts and "$ 4.9 billion" in texts
     assert all(t.count("(") == t.count(")") for t in texts), texts
     # The RTI's text keeps the pair too (trimming at the NP's ends does not cut it).
-    rtis = extract(doc_tree(doc, [[w] for w in words]), " ".join(words), min_content_words=1).rtis
-    assert "4.34 billion ( $ 4.9 billion )" in rtis, rtis
+    sentence = "The firm must pay €4.34 billion ($4.9 billion) in fines."
+    rtis = extract(doc_tree(doc, [[w] for w in words]), sentence, min_content_words=1).rtis
+    assert "€4.34 billion ($4.9 billion)" in rtis and "$4.9 billion" in rtis, rtis
+    # An RTI is spelt as its sentence spells it.
+    spaced = extract(doc_tree(doc, [[w] for w in words]), " ".join(words), min_content_words=1).rtis
+    assert "€ 4.34 billion ( $ 4.9 billion )" in spaced, spaced
 
 
 def test_missing_model_is_a_user_error():

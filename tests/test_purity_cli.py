@@ -112,7 +112,7 @@ def test_ptb_without_input_tests_the_trees_own_text(tmp_path, table):
     result = purity("parser=ptb", f"parser.trees={TREES}", f"out={out}")
     assert_user_error(result, "to_translate.txt")
     texts = (out / "to_translate.txt").read_text(encoding="utf-8").splitlines()
-    assert texts[0] == "Emma Stone starred as Holmes in a movie based on Bad Blood ."
+    assert texts[0] == "Emma Stone starred as Holmes in a movie based on Bad Blood."
     assert texts[1:3] == EXPECTED_TEXTS[1:3]
 
 

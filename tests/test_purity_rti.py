@@ -12,7 +12,7 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 FIG3 = ("(ROOT (S (NP (NNP Emma) (NNP Stone)) (VP (VBD starred) (PP (IN as) (NP (NP (NNP Holmes)) "
         "(PP (IN in) (NP (NP (DT a) (NN movie)) (VP (VBN based) (PP (IN on) (NP (NNP Bad) (NNP Blood))))))))) "
         "(. .)))")
-FIG3_SENTENCE = "Emma Stone starred as Holmes in a movie based on Bad Blood ."
+FIG3_SENTENCE = "Emma Stone starred as Holmes in a movie based on Bad Blood."
 
 
 def test_fig3_gives_exactly_the_three_pairs():
@@ -37,7 +37,7 @@ def test_function_tags_indices_traces_and_unlabeled_outer_bracket():
              (PP-TMP (IN after) (NP-3 (JJ long) (JJ bitter) (NNS debates)))))
          (. .)) )"""
     found = extract(tree)
-    assert found.sentence == "The new committee chairman was elected after long bitter debates ."
+    assert found.sentence == "The new committee chairman was elected after long bitter debates."
     assert found.rtis == ["The new committee chairman", "long bitter debates"]
     assert found.pairs == [(found.sentence, "The new committee chairman"),
                            (found.sentence, "long bitter debates")]
@@ -60,12 +60,19 @@ def test_possessive_joins_and_counts_as_stop_word():
 
 
 def test_brackets_unescaped_and_trailing_apostrophe_dropped():
-    assert phrase_text(["Apple", "-LRB-", "AAPL", "-RRB-", "stock", "price"]) == "Apple ( AAPL ) stock price"
+    assert phrase_text(["Apple", "-LRB-", "AAPL", "-RRB-", "stock", "price"]) == "Apple (AAPL) stock price"
     assert phrase_text(["-LRB-", "the", "big", "three", "-RRB-"]) == "the big three"
     assert phrase_text(["the", "three", "players'"]) == "the three players"
     # A bracket at an end stays when its partner is inside: never half a pair.
-    assert phrase_text(["€", "4.34", "billion", "-LRB-", "$", "4.9", "billion", "-RRB-"]) == "4.34 billion ( $ 4.9 billion )"
-    assert phrase_text(["-LRB-", "in", "euros", "-RRB-", "the", "price"]) == "( in euros ) the price"
+    assert phrase_text(["€", "4.34", "billion", "-LRB-", "$", "4.9", "billion", "-RRB-"]) == "€4.34 billion ($4.9 billion)"
+    assert phrase_text(["-LRB-", "in", "euros", "-RRB-", "the", "price"]) == "(in euros) the price"
+    # A leading currency sign stays with its amount; leaves are joined as text is written.
+    assert phrase_text(["$", "4.9", "billion", ",", "-RRB-"]) == "$4.9 billion"
+    assert phrase_text(["the", "boy", "'s", "dog", ",", "cat", "and", "5", "%"]) == "the boy's dog, cat and 5%"
+    # Given the sentence, the phrase is spelt as the sentence spells it; a word is never cut.
+    assert phrase_text(["Deutsche", "'", "s", "bank"], "Deutsche ' s bank was fined .") == "Deutsche ' s bank"
+    assert phrase_text(["do", "n't", "cat"], "I don't cat") == "don't cat"
+    assert phrase_text(["cat"], "concatenate the cat") == "cat"
 
 
 def test_nested_nps_every_np_ancestor_is_a_container():
@@ -116,8 +123,8 @@ def test_any_label_set_and_flat_np_nodes():
     # The shape of the spaCy backend's trees: escaped brackets, NP nodes over tagged leaves.
     tree = ("(ROOT (S (NP (NNP Apple) (-LRB- -LRB-) (NNP AAPL) (-RRB- -RRB-) (NN stock) (NN price)) "
             "(VBD rose) (. .)))")
-    assert extract(tree).rtis == ["Apple ( AAPL ) stock price"]
-    assert extract(tree).sentence == "Apple ( AAPL ) stock price rose ."
+    assert extract(tree).rtis == ["Apple (AAPL) stock price"]
+    assert extract(tree).sentence == "Apple (AAPL) stock price rose."
 
 
 def test_malformed_trees_raise_with_a_position():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import re
 import string
+import unicodedata
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Iterable, Union
@@ -175,20 +176,54 @@ def is_word(leaf: str) -> bool:
     return any(ch.isalnum() for ch in unescape(leaf))
 
 
+def is_currency(leaf: str) -> bool:
+    return bool(leaf) and all(unicodedata.category(ch) == "Sc" for ch in leaf)
+
+
+# Leaves written against the one before them, and leaves the next one is written against.
+_NO_SPACE_BEFORE = frozenset(CLOSING) | {",", ".", ";", ":", "!", "?", "%", "'s", "'", "n't"}
+
+
 def join_leaves(leaves: list[str]) -> str:
-    text = " ".join(leaves).replace(" 's", "'s")
-    for escape, bracket in BRACKET_ESCAPES.items():
-        text = text.replace(escape, bracket)
-    return text.strip()
+    """Leaves joined as text is written: "(", "$" and "€" against what follows, ")", "," and "'s"
+    against what precedes ("€4.34 billion ($4.9 billion)", not "€ 4.34 billion ( $ 4.9 billion )")."""
+    out: list[str] = []
+    glue = True
+    for leaf in leaves:
+        leaf = unescape(leaf)
+        if out and not glue and leaf not in _NO_SPACE_BEFORE:
+            out.append(" ")
+        out.append(leaf)
+        glue = leaf in OPENING or is_currency(leaf)
+    return "".join(out).strip()
 
 
-def phrase_text(leaves: list[str]) -> str:
-    """The text of an NP: its leaves without punctuation at both ends, joined (rule 2)."""
+def find_in_sentence(leaves: list[str], sentence: str) -> str | None:
+    """The stretch of `sentence` that spells `leaves` (any spacing between them), or None."""
+    if not leaves or not sentence:
+        return None
+    tokens = [unescape(leaf) for leaf in leaves]
+    pattern = r"\s*".join(map(re.escape, tokens))
+    if tokens[0][:1].isalnum():
+        pattern = r"(?<!\w)" + pattern
+    if tokens[-1][-1:].isalnum():
+        pattern += r"(?!\w)"
+    match = re.search(pattern, sentence)
+    return match.group(0) if match else None
+
+
+def phrase_text(leaves: list[str], sentence: str | None = None) -> str:
+    """The text of an NP: its leaves without punctuation at both ends (rule 2), as the sentence
+    writes them where it is given and they can be found in it, else joined like written text."""
     start, end = 0, len(leaves)
     while start < end and not is_word(leaves[start]):
         start += 1
     while end > start and not is_word(leaves[end - 1]):
         end -= 1
+    if 0 < start < end and is_currency(leaves[start - 1]):
+        start -= 1  # "€4.34 billion" keeps its currency
+    if start < end < len(leaves) and leaves[end] == "%":
+        end += 1  # and "5%" its per cent
     # Trimming never leaves half a bracket pair: the kept words take back the brackets they need.
     depth = lowest = 0
     for leaf in leaves[start:end]:
@@ -198,7 +233,7 @@ def phrase_text(leaves: list[str]) -> str:
         start, depth, lowest = start - 1, depth + 1, lowest + 1
     while depth > 0 and end < len(leaves) and unescape(leaves[end]) in CLOSING:
         end, depth = end + 1, depth - 1
-    text = join_leaves(leaves[start:end])
+    text = (sentence and find_in_sentence(leaves[start:end], sentence)) or join_leaves(leaves[start:end])
     if text.endswith("'"):
         text = text[:-1].strip()
     return text
@@ -293,7 +328,7 @@ def extract(
             order += 1
             leaves = current.leaves()
             words = [leaf for leaf in leaves if is_word(leaf)]
-            phrase = phrase_text(leaves)
+            phrase = phrase_text(leaves, text)
             if phrase and len(words) <= max_words and \
                     sum(not is_stopword(w, stopwords) for w in words) >= min_content_words:
                 rtis.append(phrase)

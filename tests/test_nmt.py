@@ -138,6 +138,21 @@ def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplo
     assert [r["epoch"] for r in read_curve(save) if "train_loss" in r] == [1]
 
 
+def test_a_checkpoint_half_written_by_a_kill_is_set_aside_and_training_resumes(data_dir, tmp_path, caplog):
+    save = tmp_path / "halfway"
+    cfg = {**TINY, "save_interval_updates": 4}
+    train_model(data_dir, save, cfg, max_epoch=1, max_update=8)
+    last = save / "checkpoint_last.pt"
+    whole = last.read_bytes()
+    last.write_bytes(whole[: len(whole) // 2])  # killed while fairseq copied it
+    with caplog.at_level(logging.INFO):
+        train_model(data_dir, save, cfg, max_epoch=1)
+    assert "checkpoint_last.pt was half-written" in caplog.text
+    assert "checkpoint_last.pt (epoch 1 @ 8 updates)" in caplog.text  # resumed from the copy's source
+    assert (save / "checkpoint_last.pt.partial").read_bytes() == whole[: len(whole) // 2]  # kept, not deleted
+    assert load_checkpoint(last)["optimizer_history"][-1]["num_updates"] > 8
+
+
 def test_training_works_inside_a_running_hydra_app(data_dir, tmp_path, monkeypatch):
     import hydra
     from hydra.core.hydra_config import HydraConfig

@@ -91,3 +91,43 @@ def checkpoint_cfg(state: dict):
 
     with hydra_isolated():
         return convert_namespace_to_omegaconf(state["args"])
+
+
+def is_complete(path: str | os.PathLike) -> bool:
+    """Whether a checkpoint file is whole: torch writes a zip archive, whose directory comes last."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return bool(archive.namelist())
+    except (zipfile.BadZipFile, OSError):
+        return False
+
+
+def heal_checkpoints(save_dir: str | os.PathLike) -> list[Path]:
+    """Set aside checkpoints a kill left half-written, and put back the state they were copying.
+
+    fairseq writes the first checkpoint of a save atomically, then copies it to the other names
+    (checkpoint_best.pt, checkpoint_last.pt) with a plain copy: a kill during that copy leaves a
+    truncated file, and resuming would fail on it. Each such file is renamed to <name>.partial
+    (kept, never deleted) and replaced, through a temporary file and a rename, by the newest whole
+    checkpoint, which is the file the copy was made from. Returns the files set aside.
+    """
+    import logging
+    import shutil
+
+    save_dir = Path(save_dir)
+    files = sorted(save_dir.glob("checkpoint*.pt"), key=lambda p: p.stat().st_mtime_ns)
+    broken = [p for p in files if not is_complete(p)]
+    whole = [p for p in files if p not in broken]
+    for path in broken:
+        aside = path.with_name(path.name + ".partial")
+        os.replace(path, aside)
+        if whole:
+            tmp = path.with_name(path.name + ".tmp")
+            shutil.copyfile(whole[-1], tmp)
+            os.replace(tmp, path)
+        logging.getLogger(__name__).warning(
+            "%s was half-written (the run was stopped while saving): kept as %s%s", path, aside.name,
+            f", replaced by a copy of {whole[-1].name}" if whole else "")
+    return broken

@@ -14,10 +14,10 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
-import repair.nmt.checkpoint  # noqa: F401  (allowlists fairseq's checkpoint classes for torch.load)
 from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
+from repair.nmt.checkpoint import heal_checkpoints  # also allowlists fairseq's checkpoint classes for torch.load
 from repair.nmt.fairseq_config import fairseq_option_args, training_config
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         for attr in attrs:
             if hasattr(fn, attr):
                 delattr(fn, attr)
+    heal_checkpoints(cfg.checkpoint.save_dir)  # a run killed while fairseq copied a checkpoint
     handler = EpochLog(on_epoch)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)

@@ -73,6 +73,9 @@ def test_brackets_unescaped_and_trailing_apostrophe_dropped():
     assert phrase_text(["Deutsche", "'", "s", "bank"], "Deutsche ' s bank was fined .") == "Deutsche ' s bank"
     assert phrase_text(["do", "n't", "cat"], "I don't cat") == "don't cat"
     assert find_in_sentence(["cat", ","], "concatenate, the cat ,") == "cat ,"
+    # Penn Treebank quotes match the sentence's; alone, they are written as quotes.
+    assert phrase_text(["the", "``", "big", "''", "dog"], 'saw the "big" dog') == 'the "big" dog'
+    assert phrase_text(["the", "``", "big", "''", "dog"]) == "the \u201cbig\u201d dog"
 
 
 def test_nested_nps_every_np_ancestor_is_a_container():

@@ -181,7 +181,10 @@ def is_currency(leaf: str) -> bool:
 
 
 # Leaves written against the one before them, and leaves the next one is written against.
-_NO_SPACE_BEFORE = frozenset(CLOSING) | {",", ".", ";", ":", "!", "?", "%", "'s", "'", "n't"}
+_NO_SPACE_BEFORE = frozenset(CLOSING) | {",", ".", ";", ":", "!", "?", "%", "'s", "'", "n't", "''"}
+# Penn Treebank writes double quotes as `` and ''; a sentence writes them as ", “ or ”.
+PTB_QUOTES = {"``": "\u201c", "''": "\u201d"}
+_QUOTE_PATTERN = "(?:``|''|[\"\u201c\u201d])"
 
 
 def join_leaves(leaves: list[str]) -> str:
@@ -193,8 +196,8 @@ def join_leaves(leaves: list[str]) -> str:
         leaf = unescape(leaf)
         if out and not glue and leaf not in _NO_SPACE_BEFORE:
             out.append(" ")
-        out.append(leaf)
-        glue = leaf in OPENING or is_currency(leaf)
+        out.append(PTB_QUOTES.get(leaf, leaf))
+        glue = leaf in OPENING or leaf == "``" or is_currency(leaf)
     return "".join(out).strip()
 
 
@@ -203,7 +206,7 @@ def find_in_sentence(leaves: list[str], sentence: str) -> str | None:
     if not leaves or not sentence:
         return None
     tokens = [unescape(leaf) for leaf in leaves]
-    pattern = r"\s*".join(map(re.escape, tokens))
+    pattern = r"\s*".join(_QUOTE_PATTERN if t in PTB_QUOTES else re.escape(t) for t in tokens)
     if tokens[0][:1].isalnum():
         pattern = r"(?<!\w)" + pattern
     if tokens[-1][-1:].isalnum():

@@ -184,7 +184,7 @@ def is_currency(leaf: str) -> bool:
 _NO_SPACE_BEFORE = frozenset(CLOSING) | {",", ".", ";", ":", "!", "?", "%", "'s", "'", "n't", "''"}
 # Penn Treebank writes double quotes as `` and ''; a sentence writes them as ", “ or ”.
 PTB_QUOTES = {"``": "\u201c", "''": "\u201d"}
-_QUOTE_PATTERN = "(?:``|''|[\"\u201c\u201d])"
+_QUOTES = {"``": '"', "''": '"', "\u201c": '"', "\u201d": '"'}
 
 
 def join_leaves(leaves: list[str]) -> str:
@@ -201,18 +201,32 @@ def join_leaves(leaves: list[str]) -> str:
     return "".join(out).strip()
 
 
+@functools.lru_cache(maxsize=64)
+def _without_spaces(sentence: str) -> tuple[str, tuple[int, ...]]:
+    """The sentence without whitespace, double quotes made one, and where each character was."""
+    kept = [(i, _QUOTES.get(ch, ch)) for i, ch in enumerate(sentence) if not ch.isspace()]
+    return "".join(ch for _, ch in kept), tuple(i for i, _ in kept)
+
+
 def find_in_sentence(leaves: list[str], sentence: str) -> str | None:
     """The stretch of `sentence` that spells `leaves` (any spacing between them), or None."""
-    if not leaves or not sentence:
+    target = "".join("".join(_QUOTES.get(t, t) for t in map(unescape, leaves)).split())
+    if not target or not sentence:
         return None
-    tokens = [unescape(leaf) for leaf in leaves]
-    pattern = r"\s*".join(_QUOTE_PATTERN if t in PTB_QUOTES else re.escape(t) for t in tokens)
-    if tokens[0][:1].isalnum():
-        pattern = r"(?<!\w)" + pattern
-    if tokens[-1][-1:].isalnum():
-        pattern += r"(?!\w)"
-    match = re.search(pattern, sentence)
-    return match.group(0) if match else None
+    squeezed, where = _without_spaces(sentence)
+    found = squeezed.find(target)
+    while found >= 0:
+        first, last = where[found], where[found + len(target) - 1]
+        # never a stretch that starts or ends inside a word
+        if not (target[0].isalnum() and first > 0 and _is_word_char(sentence[first - 1])) and \
+                not (target[-1].isalnum() and last + 1 < len(sentence) and _is_word_char(sentence[last + 1])):
+            return sentence[first:last + 1]
+        found = squeezed.find(target, found + 1)
+    return None
+
+
+def _is_word_char(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
 
 
 def phrase_text(leaves: list[str], sentence: str | None = None) -> str:

@@ -6,8 +6,11 @@ The rules, in order:
    constituents left empty by that, are dropped.
 2. A word is a leaf with at least one letter or digit; other leaves are punctuation (so are
    the bracket escapes `-LRB-`, `-RRB-`, ...). An NP's leaves lose the punctuation at both
-   ends, except a bracket whose partner stays ("A (B)" keeps its ")"); its text is those leaves joined by one space, then " 's" -> "'s" and the bracket
-   escapes -> brackets, stripped; a trailing "'" is dropped.
+   ends, except a bracket whose partner stays ("A (B)" keeps its ")"), a currency sign before
+   the first word ("€4.34 billion") and a "%" after the last ("5%"). Its text is the stretch of
+   the sentence that spells those leaves (any spacing between them), or, where they cannot be
+   found there, the leaves joined as text is written ("(" "$" before, ")" "," "'s" after,
+   without a space; bracket escapes and `` '' as brackets and quotes); a trailing "'" is dropped.
 3. An NP is an RTI with at most `max_words` words of which at least `min_content_words` are
    not stop words (looked up lowercased, without a leading apostrophe).
 4. The containers of an RTI are the sentence and every NP ancestor with at least 2 words.

@@ -50,17 +50,16 @@ def tatoeba_pairs(path: Path) -> list[tuple[str, str]]:
 
 
 def model_config(name: str) -> dict:
-    """conf/model/<name>.yaml as a plain dict (the fairseq options under `model:` where the file nests them)."""
+    """conf/model/<name>.yaml as a plain dict."""
     from omegaconf import OmegaConf
+
+    from repair.nmt.train import load_model_file
 
     path = MODEL_CONFIGS / f"{name}.yaml"
     if not path.is_file():
         known = sorted(p.stem for p in MODEL_CONFIGS.glob("*.yaml"))
         raise UserError(f"--model {name}: no {path}; known: {known}")
-    cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
-    cfg = cfg.get("model", cfg)
-    cfg.pop("defaults", None)
-    return cfg
+    return OmegaConf.to_container(load_model_file(path), resolve=True)
 
 
 def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model: str = "transformer_tiny",

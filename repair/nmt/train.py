@@ -197,6 +197,17 @@ def _set_threads(threads: int | None, cuda: bool) -> None:
         torch.set_num_threads(int(threads))
 
 
+def load_model_file(path: str | os.PathLike):
+    """A conf/model/*.yaml file's options (an OmegaConf config)."""
+    from omegaconf import OmegaConf
+
+    loaded = OmegaConf.load(path)
+    # A model file written as a global package (`model:` under a `defaults:` list) carries it one level down.
+    if "arch" not in loaded and "model" in loaded:
+        loaded = loaded.model
+    return loaded
+
+
 def main(argv: list[str] | None = None) -> None:
     """`python -m repair.nmt.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]`: training alone.
 
@@ -220,11 +231,7 @@ def main(argv: list[str] | None = None) -> None:
         if not path.is_file():
             raise UserError(f"model config {path} not found (see conf/model/)")
         try:
-            loaded = OmegaConf.load(path)
-            # A model file written as a global package (`model:` under a `defaults:` list) carries it one level down.
-            if "arch" not in loaded and "model" in loaded:
-                loaded = loaded.model
-            cfg = OmegaConf.merge(loaded, OmegaConf.from_dotlist(argv[3:]))
+            cfg = OmegaConf.merge(load_model_file(path), OmegaConf.from_dotlist(argv[3:]))
         except Exception as e:
             raise UserError(f"{path} or overrides {argv[3:]}: {e}") from None
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")

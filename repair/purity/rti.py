@@ -187,7 +187,7 @@ def is_currency(leaf: str) -> bool:
 _NO_SPACE_BEFORE = frozenset(CLOSING) | {",", ".", ";", ":", "!", "?", "%", "'s", "'", "n't", "''"}
 # Penn Treebank writes double quotes as `` and ''; a sentence writes them as ", “ or ”.
 PTB_QUOTES = {"``": "\u201c", "''": "\u201d"}
-_QUOTES = {"``": '"', "''": '"', "\u201c": '"', "\u201d": '"'}
+_QUOTES = dict.fromkeys([*PTB_QUOTES, *PTB_QUOTES.values()], '"')  # all as one, for finding a phrase
 
 
 def join_leaves(leaves: list[str]) -> str:

@@ -195,6 +195,21 @@ def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_pa
         finetune_model(trained, data_dir, pairs, save, lr=1e-3, patience=1, max_epoch=4)
 
 
+def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, data_dir, tmp_path, caplog):
+    # lr 0: every epoch's valid loss equals the first, so patience 1 stops after epoch 2.
+    pairs = corpus.pairs(60, seed=3)
+    save = tmp_path / "ft0"
+    result = finetune_model(trained, data_dir, pairs, save, lr=0.0, patience=1, max_epoch=5)
+    assert result["epochs"] == 2
+    # Killed after fairseq stopped but before finetune.json was written: fairseq alone would
+    # resume from checkpoint_last with its patience count reset and train epoch 3.
+    (save / "finetune.json").unlink()
+    with caplog.at_level(logging.INFO):
+        again = finetune_model(trained, data_dir, pairs, save, lr=0.0, patience=1, max_epoch=5)
+    assert "already stopped early" in caplog.text
+    assert again["curve"] == result["curve"] and again["epochs"] == 2
+
+
 # ----------------------------------------------------------------------------- clear errors
 
 

@@ -102,6 +102,13 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
             if hasattr(fn, attr):
                 delattr(fn, attr)
     heal_checkpoints(cfg.checkpoint.save_dir)  # a run killed while fairseq copied a checkpoint
+    best, runs, stopped = patience_state(cfg)
+    if stopped:
+        logger.info("%s: this training already stopped early (no better valid loss for %d epochs); nothing to resume",
+                    Path(cfg.checkpoint.save_dir) / "checkpoint_last.pt", runs)
+        return []
+    if best is not None:  # a resumed run counts the epochs without improvement from where it was
+        fairseq_train.should_stop_early.best, fairseq_train.should_stop_early.num_runs = best, runs
     handler = EpochLog(on_epoch)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
@@ -117,6 +124,32 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         progress_logger.removeHandler(handler)
         cli_logger.removeFilter(dumps)
     return handler.records
+
+
+def patience_state(cfg) -> tuple[float | None, int, bool]:
+    """(best valid loss, epochs since it, stopped) of the run being resumed in cfg's save_dir.
+
+    fairseq keeps its early-stopping count in memory only: a run resumed from checkpoint_last
+    would start counting again, and one that had already stopped early would train on. The count
+    is replayed from the epochs logged in curve.jsonl whose checkpoint was written (fairseq logs an
+    epoch's train summary after saving it), with fairseq's rule and its rounded losses.
+    """
+    c = cfg.checkpoint
+    save_dir = Path(c.save_dir)
+    if c.patience <= 0 or c.best_checkpoint_metric != "loss" or not (save_dir / "checkpoint_last.pt").is_file():
+        return None, 0, False
+    better = (lambda a, b: a > b) if c.maximize_best_checkpoint_metric else (lambda a, b: a < b)
+    best, runs = None, 0
+    for row in read_curve(save_dir):
+        if "train_loss" not in row or row.get("valid_loss") is None:
+            continue
+        if best is None or better(row["valid_loss"], best):
+            best, runs = row["valid_loss"], 0
+        else:
+            runs += 1
+            if runs >= c.patience:
+                return best, runs, True
+    return best, runs, False
 
 
 def _merge_epochs(records: list[dict]) -> list[dict]:

@@ -15,7 +15,7 @@ from repair.data.prepare import prepare_data
 from repair.errors import UserError
 from repair.nmt.checkpoint import load_checkpoint
 from repair.nmt.finetune import finetune_model
-from repair.nmt.train import read_curve, train_model
+from repair.nmt.train import patience_state, read_curve, train_model
 from repair.nmt.translator import FairseqTranslator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nmt"
@@ -208,6 +208,29 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
         again = finetune_model(trained, data_dir, pairs, save, lr=0.0, patience=1, max_epoch=5)
     assert "already stopped early" in caplog.text
     assert again["curve"] == result["curve"] and again["epochs"] == 2
+
+
+def test_a_resumed_run_keeps_counting_epochs_without_improvement(tmp_path):
+    from omegaconf import OmegaConf
+
+    from repair.fileio import append_jsonl
+
+    rows = [{"epoch": 1, "train_loss": 2.0, "valid_loss": 1.0}, {"epoch": 2, "train_loss": 1.9, "valid_loss": 0.9},
+            {"epoch": 3, "train_loss": 1.8, "valid_loss": 0.9},  # a tie is no improvement, as in fairseq
+            {"epoch": 4, "valid_loss": 0.95}]  # validated, killed before its checkpoint was written: not counted
+    for row in rows:
+        append_jsonl(tmp_path / "curve.jsonl", row)
+
+    def state(patience):
+        return patience_state(OmegaConf.create({"checkpoint": {
+            "save_dir": str(tmp_path), "patience": patience, "best_checkpoint_metric": "loss",
+            "maximize_best_checkpoint_metric": False}}))
+
+    assert state(3) == (None, 0, False)  # no checkpoint_last: a fresh start
+    (tmp_path / "checkpoint_last.pt").write_bytes(b"")
+    assert state(3) == (0.9, 1, False)
+    assert state(1) == (0.9, 1, True)
+    assert state(0) == (None, 0, False)  # no early stopping
 
 
 # ----------------------------------------------------------------------------- clear errors

@@ -240,7 +240,7 @@ def test_data_parallel_trains_and_runs_the_loop_on_a_users_corpus(example, tmp_p
     run_dir = tmp_path / "run"
     report = run_loop_with_file_review(
         ["data=parallel", f"data.dir={corpus}", f"checkpoint_dir={tmp_path / 'ckpt'}", "model.max_epoch=3",
-         "model.encoder_layers=1", "model.decoder_layers=1", "data.prepare.vocab_size=2000", *LOOP_SMALL],
+         "model.encoder_layers=1", "model.decoder_layers=1", "data.prepare.vocab_size=3000", *LOOP_SMALL],
         run_dir, corpus)
     assert report["corrections"] >= 1
     assert (corpus / "spm" / "en.model").is_file() and (corpus / "bin" / "train.en-zh.zh.bin").is_file()
@@ -262,6 +262,9 @@ def test_a_corpus_with_misaligned_or_broken_files_stops_before_any_work(tmp_path
     (tmp_path / "test.zh").write_bytes("一。\n".encode() + b"\xc3\x28\n")
     with pytest.raises(UserError, match=r"test.zh:2: not UTF-8"):
         prepare_data(tmp_path, sources=parallel_sources(tmp_path))
+    (tmp_path / "test.zh").write_text("一。\n二。\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"smaller than the \d+ characters of the zh side.*data.prepare.vocab_size"):
+        prepare_data(tmp_path, sources=parallel_sources(tmp_path), vocab_size=3, model_type="bpe")
     with pytest.raises(UserError, match=r"data.train=.*PREFIX"):
         parallel_sources(tmp_path, {"train": ["a", "b", "c"]})
     sources = parallel_sources(tmp_path, {"train": str(tmp_path / "train"), "valid": [str(tmp_path / "valid.en"),

@@ -13,6 +13,7 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import unicodedata
@@ -213,6 +214,23 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
     model_prefix.parent.mkdir(parents=True, exist_ok=True)
     if character_coverage is None:
         character_coverage = 0.9995 if lang == TGT else 1.0
+    try:
+        _train_spm(spm, text_path, model_prefix, vocab_size, model_type, character_coverage, input_sentence_size,
+                   threads, lang)
+    except RuntimeError as e:
+        needed = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e))
+        if needed:
+            raise UserError(
+                f"{text_path}: a SentencePiece vocabulary of {needed.group(1)} pieces is smaller than the "
+                f"{needed.group(2)} characters of the {lang} side it must keep; set data.prepare.vocab_size "
+                f"(or {'src' if lang == SRC else 'tgt'}_vocab_size) to at least {int(needed.group(2)) + 100}"
+            ) from None
+        raise UserError(f"{text_path}: SentencePiece could not train on it ({str(e).strip()[:300]})") from None
+    return model_prefix.with_suffix(".model")
+
+
+def _train_spm(spm, text_path: Path, model_prefix: Path, vocab_size: int, model_type: str, character_coverage: float,
+               input_sentence_size: int, threads: int, lang: str) -> None:
     spm.SentencePieceTrainer.train(
         input=str(text_path),
         model_prefix=str(model_prefix),
@@ -230,7 +248,6 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
         normalization_rule_name="identity" if lang == TGT else "nmt_nfkc",
         minloglevel=2,
     )
-    return model_prefix.with_suffix(".model")
 
 
 def load_spm(path: str | os.PathLike):

@@ -263,7 +263,7 @@ def test_a_corpus_with_misaligned_or_broken_files_stops_before_any_work(tmp_path
     with pytest.raises(UserError, match=r"test.zh:2: not UTF-8"):
         prepare_data(tmp_path, sources=parallel_sources(tmp_path))
     (tmp_path / "test.zh").write_text("一。\n二。\n", encoding="utf-8")
-    with pytest.raises(UserError, match=r"smaller than the \d+ characters of the zh side.*data.prepare.vocab_size"):
+    with pytest.raises(UserError, match=r"smaller than the \d+ characters of the en side.*data.prepare.vocab_size"):
         prepare_data(tmp_path, sources=parallel_sources(tmp_path), vocab_size=3, model_type="bpe")
     with pytest.raises(UserError, match=r"data.train=.*PREFIX"):
         parallel_sources(tmp_path, {"train": ["a", "b", "c"]})

@@ -202,6 +202,8 @@ def run_loop_with_file_review(args: list[str], run_dir: Path, corpus: Path) -> d
     return json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
 
 
+MODEL_SIZE = ("encoder_layers", "decoder_layers", "encoder_embed_dim", "decoder_embed_dim", "encoder_ffn_embed_dim",
+              "decoder_ffn_embed_dim", "lr", "warmup_updates", "max_tokens")
 LOOP_SMALL = ["finetune.max_epoch=2", "finetune.patience=1", "finetune.replay=300", "finetune.keep=50",
               "verify.bootstrap_samples=100", "translator.beam=2", "device=cpu", "model.threads=1"]
 
@@ -239,8 +241,8 @@ def test_data_parallel_trains_and_runs_the_loop_on_a_users_corpus(example, tmp_p
             path.write_text("".join(path.read_text(encoding="utf-8").splitlines(True)[:n]), encoding="utf-8")
     run_dir = tmp_path / "run"
     report = run_loop_with_file_review(
-        ["data=parallel", f"data.dir={corpus}", f"checkpoint_dir={tmp_path / 'ckpt'}", "model.max_epoch=3",
-         "model.encoder_layers=1", "model.decoder_layers=1", "data.prepare.vocab_size=3000", *LOOP_SMALL],
+        ["data=parallel", f"data.dir={corpus}", f"checkpoint_dir={tmp_path / 'ckpt'}", "data.prepare.vocab_size=3000",
+         *(f"model.{k}={v}" for k, v in TINY.items() if k in MODEL_SIZE), "model.max_epoch=3", *LOOP_SMALL],
         run_dir, corpus)
     assert report["corrections"] >= 1
     assert (corpus / "spm" / "en.model").is_file() and (corpus / "bin" / "train.en-zh.zh.bin").is_file()

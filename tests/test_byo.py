@@ -14,20 +14,16 @@ import pytest
 import torch
 
 from repair.errors import UserError
+from repair.examples.moses_bpe import SMALL
 from repair.nmt.preprocessing import detokenize_zh
 from repair.nmt.translator import FairseqTranslator, load_model_files
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
-TINY = {
-    "name": "byo_tiny", "arch": "transformer",
-    "encoder_layers": 1, "decoder_layers": 1, "encoder_embed_dim": 64, "decoder_embed_dim": 64,
-    "encoder_ffn_embed_dim": 128, "decoder_ffn_embed_dim": 128,
-    "encoder_attention_heads": 4, "decoder_attention_heads": 4,
-    "share_decoder_input_output_embed": True, "dropout": 0.1,
-    "optimizer": "adam", "adam_betas": [0.9, 0.98], "lr": 5e-3, "lr_scheduler": "inverse_sqrt", "warmup_updates": 40,
-    "criterion": "label_smoothed_cross_entropy", "label_smoothing": 0.1, "max_tokens": 3000,
-}
+# the example's model, smaller and quicker to warm up
+TINY = {**SMALL, "name": "byo_tiny", "encoder_layers": 1, "decoder_layers": 1, "encoder_embed_dim": 64,
+        "decoder_embed_dim": 64, "encoder_ffn_embed_dim": 128, "decoder_ffn_embed_dim": 128,
+        "lr": 5e-3, "warmup_updates": 40, "max_tokens": 3000}
 
 
 @pytest.fixture(scope="module")

@@ -174,7 +174,7 @@ def stage_test(run: Run, out: Path, checkpoint: Path, data: Data) -> dict:
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
-    from repair.review.store import load_corrections, review_stats
+    from repair.review.store import CorrectionStore, load_corrections, review_stats
 
     cfg = run.cfg
     done = out / "done.json"
@@ -206,11 +206,13 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
             finished = progress.exists() and read_json(progress).get("finished")
             if not finished:  # a review finished with `python -m repair.review` is not served again
                 serve_review(
-                    issues, out, host=cfg.review.host, port=cfg.review.port, open_browser=cfg.review.open_browser
+                    issues, out, host=cfg.review.host, port=cfg.review.port, open_browser=cfg.review.open_browser,
+                    public=cfg.review.get("public", False), hosts=list(cfg.review.get("hosts") or []),
                 )
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
-        stats = {**review_stats(out, issues), **extra}
+        with CorrectionStore(out, issues):  # corrections.jsonl rebuilt from the judgment log if they disagree
+            stats = {**review_stats(out, issues), **extra}
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:

@@ -48,9 +48,10 @@ def auth(app):
     return {"X-Review-Token": app.state.token}
 
 
-def test_page_embeds_the_token_and_forbids_inline_scripts(app, client):
+def test_page_never_hands_out_the_token_and_forbids_inline_scripts(app, client):
     r = client.get("/")
-    assert r.status_code == 200 and app.state.token in r.text
+    assert r.status_code == 200 and app.state.token not in r.text
+    assert app.state.token not in client.get("/static/app.js").text
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
 
@@ -120,11 +121,13 @@ def test_export_csv_and_finish(app, client, tmp_path):
 
 
 def page_token(url):
-    """The session token embedded in the page (the socket listens a moment before uvicorn serves)."""
+    """(address, session token) from the printed URL, once the page answers (the socket listens a moment
+    before uvicorn serves)."""
+    base, token = re.fullmatch(r"(http://\S+/)#token=([\w-]+)", url).groups()
     for _ in range(50):
         try:
-            page = httpx.get(url, timeout=2).text
-            return page.split('name="review-token" content="')[1].split('"')[0]
+            httpx.get(base, timeout=2).raise_for_status()
+            return base, token
         except httpx.TransportError:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer")
@@ -144,11 +147,11 @@ def test_serve_review_returns_the_stats_on_finish(tmp_path):
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     assert ready.wait(10)
-    token = page_token(box["url"])
-    assert httpx.post(box["url"] + "api/finish", timeout=5).status_code == 403
-    httpx.post(box["url"] + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
+    url, token = page_token(box["url"])
+    assert httpx.post(url + "api/finish", timeout=5).status_code == 403
+    httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
-    httpx.post(box["url"] + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
+    httpx.post(url + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
     t.join(10)
     assert not t.is_alive()
     assert box["stats"] == {"judged": 1, "with_error": 0, "precision": 0.0, "total": 2}
@@ -191,8 +194,7 @@ def test_ctrl_c_keeps_the_judgments_and_says_how_to_go_on(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = re.search(r"http://\S+/", proc.stdout.readline()).group(0)
-    token = page_token(url)
+    url, token = page_token(re.search(r"http://\S+/#token=[\w-]+", proc.stdout.readline()).group(0))
     httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
     proc.send_signal(signal.SIGINT)

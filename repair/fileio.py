@@ -50,6 +50,25 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     _fsync_dir(path.parent)
 
 
+def check_folder(path: str | os.PathLike, what: str) -> None:
+    """UserError when `path` cannot become a folder because it, or a folder above it, is a file."""
+    path = Path(path)
+    for p in (path, *path.parents):
+        if p.exists():
+            if not p.is_dir():
+                raise UserError(f"{what}={path}: {p} is a file, not a folder; choose another {what}")
+            return
+
+
+def check_folder_overrides(argv: list[str], keys: Iterable[str]) -> None:
+    """Check the `key=PATH` folder overrides of a Hydra command line before Hydra creates the folders."""
+    keys = set(keys)
+    for arg in argv:
+        key, sep, value = arg.partition("=")
+        if sep and key.lstrip("+~") in keys and value:
+            check_folder(value, key.lstrip("+~"))
+
+
 def remove_temp_files(folder: str | os.PathLike) -> list[Path]:
     """Delete the temporary files write_text_atomic leaves when killed mid-write; call only as the folder's
     one writer (FolderLock), when no write of this process is under way."""

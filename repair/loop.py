@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
+from repair.fileio import check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("repair.loop")
 
@@ -136,7 +137,10 @@ def stage_train(run: Run, data: Data) -> Path:
     cfg = run.cfg
     marker = run.dir / "model.json"
     if marker.exists():
-        return Path(read_json(marker)["checkpoint"])
+        recorded = read_json(marker)
+        if not isinstance(recorded, dict) or not isinstance(recorded.get("checkpoint"), str):
+            raise UserError(f"{marker}: names no checkpoint (\"checkpoint\": PATH); delete it to train or load again")
+        return Path(recorded["checkpoint"])
     if cfg.model.checkpoint:
         checkpoint = Path(cfg.model.checkpoint)
         if not checkpoint.is_file():
@@ -403,4 +407,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_user_error(check_folder_overrides)(sys.argv[1:], ["run_dir"])  # Hydra makes run_dir before main runs
     main()

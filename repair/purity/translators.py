@@ -49,6 +49,9 @@ def read_table(path: str | Path) -> dict[str, str]:
             raise UserError(f"{path}:{number}: more than one tab in this row; each row is source<TAB>translation")
         if not source:
             raise UserError(f"{path}:{number}: empty source text before the tab")
+        if not translation:
+            raise UserError(f"{path}:{number}: empty translation after the tab for {source!r}; translate it or "
+                            "remove the row (a text without a row is listed in to_translate.txt)")
         if source in table and table[source] != translation:
             raise UserError(f"{path}:{number}: {source!r} has a different translation on line "
                             f"{first_line[source]}; keep one")

@@ -240,6 +240,14 @@ _held_locks: dict[Path, list] = {}  # folder -> [open lock file, holders in this
 _held_guard = threading.Lock()
 
 
+def _command_line() -> str:
+    """This process's command as a person typed it: `python -m repair.review RUN` rather than a path to __main__.py."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    head = f"python -m {spec.name.removesuffix('.__main__')}" if spec is not None and spec.name else \
+        (Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python")
+    return " ".join([head, *sys.argv[1:]])[:300]
+
+
 def _describe_holder(text: str) -> str:
     try:
         info = json.loads(text)
@@ -290,7 +298,7 @@ class FolderLock:
                 f"{self.folder}: this {self.what} is open in {holder}; only one may write to it at a time. "
                 "Finish or stop that one (or wait for it), then run again."
             ) from None
-        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": " ".join(sys.argv)[:200] or "python",
+        info = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command_line(),
                 "since": time.strftime("%Y-%m-%d %H:%M:%S %Z")}
         f.truncate(0)
         f.write(json.dumps(info).encode("utf-8"))

@@ -158,6 +158,20 @@ def test_table_row_without_tab_names_its_line(tmp_path):
     assert_user_error(result, f"{table}:3: no tab")
 
 
+def test_table_row_with_an_empty_translation_names_its_line(tmp_path):
+    table = tmp_path / "table.tsv"
+    table.write_text("one\t一\ntwo\t \n", encoding="utf-8")
+    result = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", f"translator.table={table}",
+                    f"out={tmp_path / 'run'}")
+    assert_user_error(result, f"{table}:2: empty translation after the tab for 'two'")
+
+
+def test_out_under_a_file_is_one_clear_message(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", f"out={tmp_path / 'file' / 'run'}")
+    assert_user_error(result, f"{tmp_path / 'file'} is a file, not a folder; choose another out")
+
+
 def test_non_utf8_input_is_a_clear_error(tmp_path):
     source = tmp_path / "input.txt"
     source.write_bytes("The caf\u00e9 opened.\n".encode("utf-8") + "Na\u00efve text\n".encode("latin-1"))

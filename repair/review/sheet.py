@@ -126,7 +126,7 @@ def _read_csv(path: Path) -> list[tuple[str, dict]]:
         except StopIteration:
             break
         except csv.Error as e:
-            raise UserError(f"{path}:{reader.line_num}: not a readable CSV row ({e}); a cell may have lost its "
+            raise UserError(f"{path}:{start}: not a readable CSV row ({e}); a cell may have lost its "
                             f"closing quote, or holds more than {FIELD_LIMIT:,} characters") from None
         where = f"{path}:{start}"
         start = reader.line_num + 1

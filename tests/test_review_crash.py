@@ -1,6 +1,6 @@
 """kill -9 a review server at random points while it saves: no acknowledged save is ever lost.
 
-More rounds: `python -m repair.review.stress --rounds 500` (README, Review).
+More rounds: `python -m repair.review.stress --rounds 200` (README, Review).
 """
 
 from repair.review.stress import kill_rounds

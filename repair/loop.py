@@ -20,7 +20,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
+from repair.fileio import (check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic,
+                           write_text_atomic)
 
 log = logging.getLogger("repair.loop")
 
@@ -245,7 +246,8 @@ def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_di
             # Texts Purity found consistent keep the model's own translation, so that learning
             # the corrections does not change how the rest of the phrases are translated.
             flagged = {c["source"] for c in corrections} | {i[k] for i in issues for k in ("container", "rti")}
-            consistent = [(src, tr) for src, tr in read_table(table_path).items() if src not in flagged and tr]
+            table = read_table(table_path, empty_ok=True)  # the model's own output may be empty
+            consistent = [(src, tr) for src, tr in table.items() if src not in flagged and tr]
             pairs += random.Random(cfg.seed).sample(consistent, min(keep, len(consistent)))
         else:
             log.warning("finetune.keep: %s is missing (a test stage from an older version); nothing kept", table_path)

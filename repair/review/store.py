@@ -68,6 +68,12 @@ def squeeze(text: str) -> str:
     return "".join(text.split())
 
 
+CONTROL_NAMES = {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE", "\x0b": "LINE TABULATION",
+                 "\x0c": "FORM FEED", "\x1c": "FILE SEPARATOR", "\x1d": "GROUP SEPARATOR", "\x1e": "RECORD SEPARATOR",
+                 "\x00": "NULL", "\x1b": "ESCAPE"}
+LINE_BREAK_CONTROLS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85"  # the controls str.splitlines breaks at
+
+
 def line_trouble(text: str) -> str | None:
     """Why `text` cannot be one translation (a line break or a control character, named with its place), or None.
 
@@ -77,9 +83,9 @@ def line_trouble(text: str) -> str | None:
     for n, ch in enumerate(text, 1):
         cat = unicodedata.category(ch)
         if cat in ("Zl", "Zp") or (cat == "Cc" and ch != "\t") or cat == "Cs":
-            name = unicodedata.name(ch, {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE"}.get(ch,
-                                    "a control character" if cat != "Cs" else "a lone surrogate"))
-            what = "a line break" if cat in ("Zl", "Zp") or ch in "\n\r\x0b\x0c\x1c\x1d\x1e\x85" else "a control character"
+            name = unicodedata.name(ch, CONTROL_NAMES.get(ch, "a lone surrogate" if cat == "Cs" else "a control character"))
+            what = "a line break" if cat in ("Zl", "Zp") or ch in LINE_BREAK_CONTROLS else \
+                "a broken character" if cat == "Cs" else "a control character"
             return f"contains {what} (U+{ord(ch):04X} {name}) at character {n}; a translation is one line: remove it"
     return None
 

@@ -125,6 +125,14 @@ def test_a_hand_edit_found_at_start_is_kept_aside_once(tmp_path):
     assert lines(path)[0]["correction"] == "聪明的男孩的狗"
 
 
+def test_two_stores_of_one_process_write_in_turn_without_losing_or_copying(tmp_path):
+    a, b = CorrectionStore(tmp_path, ISSUES), CorrectionStore(tmp_path, ISSUES)
+    a.record(BOY["id"], ["container"], "incorrect modification", {"container": "聪明的男孩的狗"})
+    b.record(CHUMMY["id"], ["rti"], "under", {"rti": "亲切友好的双边会谈"})
+    assert {c["correction"] for c in lines(tmp_path / "corrections.jsonl")} == {"聪明的男孩的狗", "亲切友好的双边会谈"}
+    assert not list(tmp_path.glob("corrections.edited-*"))
+
+
 def test_a_crash_between_the_two_writes_is_repaired_when_the_folder_opens(tmp_path):
     store = CorrectionStore(tmp_path, ISSUES)
     store.record(BOY["id"], ["container"], "incorrect modification", {"container": "聪明的男孩的狗"})

@@ -251,6 +251,10 @@ class CorrectionStore:
             raise ValueError("CorrectionStore needs the issues to record judgments")
         if _file_state(self.judgments_path) != self._log_state:
             self._load()  # another store of this process wrote the log since: start from what it holds
+            if self.corrections_path.exists():
+                current = self.corrections_path.read_bytes().decode("utf-8", "replace")
+                if current == self._corrections_text():
+                    self._corrections_seen = current  # and kept corrections.jsonl in step with it
         made = []
         try:
             for issue_id, wrong, kind, corrections, kinds in items:

@@ -84,13 +84,14 @@ def check_exposure(host: str, public: bool) -> None:
     shown = host or "every interface"
     if not public:
         raise UserError(
-            f"serving the review page on {shown} lets anyone who can reach this machine's port see the issues "
-            "(and, with the printed address, change the review). Serve on 127.0.0.1 and reach it through an SSH "
-            "tunnel (ssh -L 8765:127.0.0.1:8765 HOST), or allow it explicitly: review.public=true (--public)"
+            f"serving the review page on {shown} opens it to anyone who can reach this machine's port, over plain "
+            "HTTP. Serve on 127.0.0.1 and reach it through an SSH tunnel (ssh -L 8765:127.0.0.1:8765 HOST), or "
+            "allow it explicitly: review.public=true (--public)"
         )
-    print(f"review: WARNING: serving on {shown}, beyond this machine. Anyone who can reach the port sees the "
-          "page; only the printed address (its #token) lets them change the review: share it with the reviewer "
-          "alone. Plain HTTP: use it on a network you trust.", file=sys.stderr, flush=True)
+    print(f"review: WARNING: serving on {shown}, beyond this machine. Anyone who can reach the port gets the "
+          "page; only the printed address (its #token) shows the issues and changes the review: give it to the "
+          "reviewer alone. Plain HTTP, so the token crosses the network unencrypted: use a network you trust.",
+          file=sys.stderr, flush=True)
 
 
 class SecurityHeaders:

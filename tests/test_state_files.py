@@ -36,3 +36,26 @@ def test_a_run_dir_under_a_file_is_one_clear_message(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert f"{tmp_path / 'file'} is a file, not a folder; choose another run_dir" in r.stderr
+
+
+def test_the_loop_reads_a_review_with_its_corrections_rebuilt_from_the_log(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from helpers import make_issue
+    from repair.fileio import append_jsonl, write_json_atomic
+    from repair.loop import stage_review
+    from repair.review.store import CorrectionStore
+
+    boy = make_issue("the clever boy's dog", "男孩的聪明的狗", "the clever boy", "聪明的男孩", "聪明")
+    out = tmp_path / "cycle1" / "review"
+    with CorrectionStore(out, [boy]) as store:
+        store.record(boy["id"], [])
+    # a web review finished, then a server killed after appending a judgment and before rewriting corrections
+    write_json_atomic(out / "progress.json", {"finished": True})
+    append_jsonl(out / "judgments.jsonl", {"issue": boy["id"], "wrong": ["rti"], "kind": "under-translation",
+                                          "corrections": {"rti": "那个聪明的男孩"}, "time": "t"})
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+        cfg = compose("loop", overrides=["review=web"])
+    corrections, review = stage_review(Run(cfg=cfg, dir=tmp_path), out, [boy], data=None)
+    assert [c["correction"] for c in corrections] == ["那个聪明的男孩"]
+    assert review["judged"] == 1 and review["with_error"] == 1

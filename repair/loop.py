@@ -15,6 +15,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -22,6 +23,9 @@ from omegaconf import DictConfig, OmegaConf
 from repair.errors import UserError, exit_on_user_error
 from repair.fileio import (check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic,
                            write_text_atomic)
+
+if TYPE_CHECKING:
+    from repair.nmt.preprocessing import ModelFiles
 
 log = logging.getLogger("repair.loop")
 
@@ -76,20 +80,13 @@ class Run:
         self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 2)
         write_json_atomic(self.dir / "seconds.json", self.seconds)
 
-    def translator(self, checkpoint: Path, data_dir: Path):
-        from repair.nmt.translator import FairseqTranslator
+    def translator(self, model: "ModelFiles"):
+        """The `translator` config group's translator for one model (the base or a fine-tuned one)."""
+        from repair.purity.translators import make_translator
 
-        key = str(checkpoint)
+        key = model.checkpoint
         if key not in self._translators:
-            self._translators[key] = FairseqTranslator(
-                checkpoint,
-                data_dir,
-                beam=self.cfg.translate.beam,
-                max_tokens=self.cfg.translate.max_tokens,
-                device=self.cfg.device,
-                threads=self.cfg.model.get("threads"),
-                workers=self.cfg.translate.get("workers"),
-            )
+            self._translators[key] = make_translator(self.cfg.translator, **model_overrides(self.cfg, model))
         return self._translators[key]
 
     def parser(self):
@@ -98,6 +95,22 @@ class Run:
 
             self._parser = make_parser(self.cfg.parser)
         return self._parser
+
+
+def model_overrides(cfg: DictConfig, model: "ModelFiles") -> dict:
+    """What the loop puts in place of the translator config's keys: the model under test with its
+    resolved files, the loop's device and the model's thread count unless the translator sets them."""
+    from repair.nmt.preprocessing import OPTION_KEYS
+
+    t = cfg.translator
+    if t.name != "fairseq":
+        raise UserError(f"translator={t.name}: the loop tests, fine-tunes and verifies a fairseq model; use translator=fairseq")
+    out: dict = {"files": model, "checkpoint": None, "data_dir": None, **{k: None for k in OPTION_KEYS}}
+    if t.get("device", "auto") == "auto":
+        out["device"] = cfg.device
+    if t.get("threads") is None:
+        out["threads"] = cfg.model.get("threads")
+    return out
 
 
 def sha256(path: Path) -> str | None:
@@ -114,10 +127,16 @@ class Data:
     references: Path | None  # oracle references for every sentence and NP (demo only)
 
 
+def model_checkpoint(cfg: DictConfig) -> str | None:
+    """The model brought along: model.checkpoint, or translator.checkpoint (a file or a model folder)."""
+    return cfg.model.get("checkpoint") or cfg.translator.get("checkpoint")
+
+
 def stage_prepare(cfg: DictConfig) -> Data:
     from repair.data.prepare import prepare_data
 
     data_dir = Path(cfg.data.dir)
+    sources = None
     if cfg.data.name == "demo":
         from repair.data.demo import build_demo
 
@@ -126,32 +145,56 @@ def stage_prepare(cfg: DictConfig) -> Data:
         from repair.data.wmt18 import collect
 
         collect(data_dir, test_set=cfg.data.test_set)
+    elif cfg.data.name == "parallel":
+        from repair.data.prepare import parallel_sources
+
+        sources = parallel_sources(data_dir, {s: cfg.data.get(s) for s in ("train", "valid", "test")})
     else:
-        raise UserError(f"data={cfg.data.name}: unknown data set (demo | wmt18)")
-    prepare_data(data_dir, **OmegaConf.to_container(cfg.data.prepare, resolve=True))
-    sentences = Path(cfg.purity.input) if cfg.purity.input else data_dir / cfg.data.sentences
+        raise UserError(f"data={cfg.data.name}: unknown data set (demo | wmt18 | parallel)")
+    # A model brought along has its own preprocessing: the corpus is only cleaned.
+    prepare_data(data_dir, sources=sources, encode=not model_checkpoint(cfg),
+                 **OmegaConf.to_container(cfg.data.prepare, resolve=True))
+    if cfg.purity.input:
+        sentences = Path(cfg.purity.input)
+    elif cfg.data.get("sentences"):
+        sentences = data_dir / cfg.data.sentences
+    else:
+        sentences = sources[("test", "en")] if sources else data_dir / "raw" / "test.en"
     references = data_dir / cfg.data.references if cfg.data.get("references") else None
     return Data(data_dir, sentences, references)
 
 
-def stage_train(run: Run, data: Data) -> Path:
+def stage_train(run: Run, data: Data) -> "ModelFiles":
+    """The model under test with its files: trained here, or the one model.checkpoint names."""
+    from repair.nmt.preprocessing import OPTION_KEYS, ModelFiles
+    from repair.nmt.translator import load_model_files
+
     cfg = run.cfg
     marker = run.dir / "model.json"
     if marker.exists():
-        recorded = read_json(marker)
-        if not isinstance(recorded, dict) or not isinstance(recorded.get("checkpoint"), str):
-            raise UserError(f"{marker}: names no checkpoint (\"checkpoint\": PATH); delete it to train or load again")
-        return Path(recorded["checkpoint"])
-    if cfg.model.checkpoint:
-        checkpoint = Path(cfg.model.checkpoint)
-        if not checkpoint.is_file():
-            raise UserError(f"model.checkpoint={checkpoint}: no such file")
+        saved = read_json(marker)
+        if not isinstance(saved, dict) or not (isinstance(saved.get("files"), dict)
+                                               or isinstance(saved.get("checkpoint"), str)):
+            raise UserError(f"{marker}: names no model (\"checkpoint\": PATH, or \"files\"); delete it to train or "
+                            "load the model again")
+        if saved.get("files"):
+            return ModelFiles.from_dict(saved["files"])
+        checkpoint = Path(saved["checkpoint"])
+    elif model_checkpoint(cfg):
+        checkpoint = Path(model_checkpoint(cfg))
+        if not checkpoint.exists():
+            raise UserError(f"model.checkpoint={checkpoint}: no such file or folder")
     else:
         from repair.nmt.train import train_model
 
         checkpoint = train_model(data.dir, Path(cfg.checkpoint_dir), cfg.model, seed=cfg.seed, device=cfg.device)
-    write_json_atomic(marker, {"checkpoint": str(checkpoint), "sha256": sha256(checkpoint)})
-    return checkpoint
+    options = {k: v for k, v in OmegaConf.to_container(cfg.translator, resolve=True).items()
+               if k in OPTION_KEYS}
+    model = load_model_files(checkpoint, data.dir, **options)
+    log.info("model %s; %s; %s", model.checkpoint, model.src.describe(), model.tgt.describe())
+    write_json_atomic(marker, {"checkpoint": model.checkpoint, "sha256": sha256(Path(model.checkpoint)),
+                               "files": model.to_dict()})
+    return model
 
 
 def purity_kwargs(cfg: DictConfig) -> dict:
@@ -165,13 +208,13 @@ def purity_kwargs(cfg: DictConfig) -> dict:
     )
 
 
-def stage_test(run: Run, out: Path, checkpoint: Path, data: Data) -> dict:
+def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data) -> dict:
     from repair.purity.run import run_purity
 
     if not (out / "summary.json").exists():
         sentences = read_text_lines(data.sentences)
         start = time.perf_counter()
-        parser, translator = run.parser(), run.translator(checkpoint, data.dir)
+        parser, translator = run.parser(), run.translator(checkpoint)
         run_purity(
             sentences, parser, translator, out, init_seconds=time.perf_counter() - start, **purity_kwargs(run.cfg)
         )
@@ -261,8 +304,9 @@ def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_di
     return pairs
 
 
-def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict], data: Data,
+def stage_finetune(run: Run, out: Path, checkpoint: "ModelFiles", corrections: list[dict], data: Data,
                    test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
+    from repair.data.prepare import read_clean_pairs
     from repair.nmt.finetune import finetune_model
 
     result_path = out / "result.json"
@@ -270,8 +314,8 @@ def stage_finetune(run: Run, out: Path, checkpoint: Path, corrections: list[dict
         ft = run.cfg.finetune
         result = finetune_model(
             checkpoint,
-            data.dir,
             finetune_pairs(run.cfg, corrections, data, test_dir, issues),
+            read_clean_pairs(data.dir, "valid"),
             out,
             lr=ft.lr,
             patience=ft.patience,
@@ -295,7 +339,8 @@ def translate_cached(translator, texts: list[str], path: Path) -> list[str]:
     return out
 
 
-def stage_verify(run: Run, out: Path, base: Path, finetuned: Path, corrections: list[dict], test: dict, data: Data) -> dict:
+def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles", corrections: list[dict], test: dict,
+                 data: Data) -> dict:
     from repair.purity.run import run_purity
     from repair.verify import bleu_significance, purity_regressions, verify_fixes
 
@@ -303,7 +348,7 @@ def stage_verify(run: Run, out: Path, base: Path, finetuned: Path, corrections: 
     if verify_path.exists():
         return read_json(verify_path)
     cfg = run.cfg
-    new_model = run.translator(finetuned, data.dir)
+    new_model = run.translator(finetuned)
     fixes = verify_fixes(
         corrections, new_model.translate([c["source"] for c in corrections]) if corrections else [], cfg.purity.unit
     )
@@ -313,7 +358,7 @@ def stage_verify(run: Run, out: Path, base: Path, finetuned: Path, corrections: 
     from repair.data.prepare import read_clean_pairs
 
     test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
-    hyp_base = translate_cached(run.translator(base, data.dir), test_en, out / "bleu" / "base.txt")
+    hyp_base = translate_cached(run.translator(base), test_en, out / "bleu" / "base.txt")
     hyp_new = translate_cached(new_model, test_en, out / "bleu" / "finetuned.txt")
     bleu = bleu_significance(
         test_zh, hyp_base, hyp_new, n_samples=cfg.verify.bootstrap_samples, alpha=cfg.verify.alpha
@@ -369,15 +414,15 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
             ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data, cdir / "test", test["issues"])
         with run.stage("verify"):
             verify = stage_verify(
-                run, cdir / "verify", checkpoint, Path(ft["best_checkpoint"]), corrections, test, data
+                run, cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test, data
             )
         cycles.append(
             {"cycle": k, "test": test, "review": review, "corrections": corrections, "finetune": ft, "verify": verify}
         )
-        checkpoint = Path(ft["best_checkpoint"])
+        checkpoint = checkpoint.with_checkpoint(ft["best_checkpoint"])
 
     with run.stage("report"):
-        path = write_report(run_dir, cfg, data, base, cycles, run.seconds)
+        path = write_report(run_dir, cfg, data, Path(base.checkpoint), cycles, run.seconds)
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path

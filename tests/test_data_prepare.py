@@ -81,19 +81,25 @@ def test_prepare_writes_spm_bin_and_counts_and_is_idempotent(raw_dir):
     assert again["fingerprint"] != record["fingerprint"]
 
 
-def test_binarize_pairs_uses_the_prepared_models(raw_dir, tmp_path):
+def test_binarize_pairs_uses_the_models_own_preprocessing(raw_dir, tmp_path):
+    from repair.nmt.preprocessing import ModelFiles, Side
+
     prepare_data(raw_dir, vocab_size=120)
-    out = binarize_pairs([("The cat sees the dog .", "猫看见狗。")] * 3, raw_dir, tmp_path / "ft")
+    files = ModelFiles("unused.pt", *(Side(lang, str(raw_dir / "bin" / f"dict.{lang}.txt"), "none", "sentencepiece",
+                                          sentencepiece_model=str(raw_dir / "spm" / f"{lang}.model")) for lang in ("en", "zh")))
+    valid = read_clean_pairs(raw_dir, "valid")
+    out = binarize_pairs({"train": [("The cat sees the dog .", "猫看见狗。")] * 3, "valid": valid}, files, tmp_path / "ft")
     from fairseq.data import Dictionary, data_utils
 
     d = Dictionary.load(str(out / "dict.en.txt"))
     train = data_utils.load_indexed_dataset(str(out / "train.en-zh.en"), d)
     assert len(train) == 3
+    # the prepared valid split, encoded again through the model's files, is the same data
     assert (out / "valid.en-zh.zh.bin").read_bytes() == (raw_dir / "bin" / "valid.en-zh.zh.bin").read_bytes()
-    out = binarize_pairs([("The cat .", " "), ("The dog .", "狗。")], raw_dir, tmp_path / "some_empty")
+    out = binarize_pairs({"train": [("The cat .", " "), ("The dog .", "狗。")]}, files, tmp_path / "some_empty")
     assert len(data_utils.load_indexed_dataset(str(out / "train.en-zh.zh"), d)) == 1
     with pytest.raises(UserError, match="empty side"):
-        binarize_pairs([("The cat .", " ")], raw_dir, tmp_path / "bad")
+        binarize_pairs({"train": [("The cat .", " ")]}, files, tmp_path / "bad")
 
 
 def test_missing_raw_files_are_listed_in_one_message(tmp_path):

@@ -41,7 +41,7 @@ def small(shared: Path) -> list[str]:
         "finetune.max_epoch=4",
         "finetune.replay=300",
         "verify.bootstrap_samples=200",
-        "translate.beam=2",
+        "translator.beam=2",
     ]
 
 
@@ -100,7 +100,7 @@ def test_demo_loop_end_to_end(finished_run):
 def test_rerun_resumes_without_redoing(finished_run, shared):
     stamps = {p: p.stat().st_mtime_ns for p in finished_run.rglob("*.json") if "report" not in p.name}
     # Decoding batches side by side or one at a time gives the same translations: not another configuration.
-    cfg = composed(small(shared) + [f"run_dir={finished_run}", "translate.workers=1"])
+    cfg = composed(small(shared) + [f"run_dir={finished_run}", "translator.workers=1"])
     run_loop(cfg, finished_run)
     for p, t in stamps.items():
         if p.name != "seconds.json":

@@ -48,6 +48,18 @@ def trained(data_dir, tmp_path_factory) -> Path:
     return train_model(data_dir, tmp_path_factory.mktemp("ckpt") / "test_tiny", TINY, max_epoch=20)
 
 
+def model_files(checkpoint, data_dir):
+    from repair.nmt.translator import load_model_files
+
+    return load_model_files(checkpoint, data_dir)
+
+
+def valid_pairs(data_dir):
+    from repair.data.prepare import read_clean_pairs
+
+    return read_clean_pairs(data_dir, "valid")
+
+
 @pytest.fixture(scope="module")
 def translator(trained, data_dir) -> FairseqTranslator:
     return FairseqTranslator(trained, data_dir, beam=4, max_tokens=300)
@@ -71,7 +83,8 @@ def test_translates_held_out_sentences(translator):
 
 def test_reloaded_from_disk_gives_the_same_translations(trained, data_dir, translator):
     texts = [en for en, _ in corpus.pairs(12, seed=8)]
-    again = FairseqTranslator(trained, src_spm=data_dir / "spm/en.model", tgt_spm=data_dir / "spm/zh.model",
+    again = FairseqTranslator(trained, src_sentencepiece_model=data_dir / "spm/en.model",
+                              tgt_sentencepiece_model=data_dir / "spm/zh.model",
                               src_dict=data_dir / "bin/dict.en.txt", tgt_dict=data_dir / "bin/dict.zh.txt",
                               beam=4, max_tokens=300)
     assert again.translate(texts) == translator.translate(texts)
@@ -111,12 +124,14 @@ def test_empty_long_and_unknown_input_never_crash(translator, caplog):
 
 
 def test_translator_from_config(trained, data_dir):
-    t = FairseqTranslator.from_config({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "beam": 2})
-    assert t.translate(["The cat sees the dog ."])[0]
-    with pytest.raises(UserError, match="unknown key"):
-        FairseqTranslator.from_config({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "bean": 2})
+    from repair.purity.translators import make_translator
+
+    t = make_translator({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "beam": 2})
+    assert t.generator.beam_size == 2 and t.translate(["The cat sees the dog ."])[0]
+    with pytest.raises(UserError, match="no option 'bean'.*bpe_codes"):
+        make_translator({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "bean": 2})
     with pytest.raises(UserError, match="translator.checkpoint"):
-        FairseqTranslator.from_config({"name": "fairseq", "checkpoint": None})
+        make_translator({"name": "fairseq", "checkpoint": None})
 
 
 def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplog):
@@ -178,34 +193,34 @@ def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_pa
     corrections = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。"), ("The old child calls the student .", "老孩子叫学生。")]
     pairs = corrections * 10 + corpus.pairs(150, seed=0)
     save = tmp_path / "ft"
-    result = finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4)
+    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4)
     assert hashlib.sha1(trained.read_bytes()).hexdigest() == base_sha
     assert Path(result["best_checkpoint"]).is_file()
     assert 1 <= result["epochs"] <= 4 and len(result["curve"]) == result["epochs"]
     assert result["best_valid_loss"] == min(r["valid_loss"] for r in result["curve"])
     assert all(r["train_loss"] is not None for r in result["curve"])
-    assert finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4) == result
+    assert finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4) == result
     # A kill before the result was written: the rerun continues from the fine-tune's own checkpoint_last.
     (save / "finetune.json").unlink()
     with caplog.at_level(logging.INFO):
-        again = finetune_model(trained, data_dir, pairs, save, lr=3e-4, patience=1, max_epoch=4)
+        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4)
     assert f"{save / 'checkpoint_last.pt'}" in caplog.text
     assert again["curve"] == result["curve"]
     with pytest.raises(UserError, match="other settings"):
-        finetune_model(trained, data_dir, pairs, save, lr=1e-3, patience=1, max_epoch=4)
+        finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=1e-3, patience=1, max_epoch=4)
 
 
 def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, data_dir, tmp_path, caplog):
     # lr 0: every epoch's valid loss equals the first, so patience 1 stops after epoch 2.
     pairs = corpus.pairs(60, seed=3)
     save = tmp_path / "ft0"
-    result = finetune_model(trained, data_dir, pairs, save, lr=0.0, patience=1, max_epoch=5)
+    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
     assert result["epochs"] == 2
     # Killed after fairseq stopped but before finetune.json was written: fairseq alone would
     # resume from checkpoint_last with its patience count reset and train epoch 3.
     (save / "finetune.json").unlink()
     with caplog.at_level(logging.INFO):
-        again = finetune_model(trained, data_dir, pairs, save, lr=0.0, patience=1, max_epoch=5)
+        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
     assert "already stopped early" in caplog.text
     assert again["curve"] == result["curve"] and again["epochs"] == 2
 
@@ -244,7 +259,8 @@ def test_missing_binarized_data_is_a_clear_error(tmp_path):
 
 def test_missing_sentencepiece_model_is_a_clear_error(trained, data_dir, tmp_path):
     with pytest.raises(UserError, match="SentencePiece model .*nowhere.model not found"):
-        FairseqTranslator(trained, src_spm=tmp_path / "nowhere.model", tgt_spm=data_dir / "spm/zh.model",
+        FairseqTranslator(trained, src_sentencepiece_model=tmp_path / "nowhere.model",
+                          tgt_sentencepiece_model=data_dir / "spm/zh.model",
                           src_dict=data_dir / "bin/dict.en.txt", tgt_dict=data_dir / "bin/dict.zh.txt")
 
 

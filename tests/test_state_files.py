@@ -10,6 +10,7 @@ import pytest
 from repair.errors import UserError
 from repair.loop import Run, stage_train
 from repair.nmt.finetune import finetune_model
+from repair.nmt.preprocessing import ModelFiles, Side
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -17,7 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("content", ["{}", "[]", '{"checkpoint": 3}'])
 def test_a_model_json_without_its_checkpoint_is_named(tmp_path, content):
     (tmp_path / "model.json").write_text(content)
-    with pytest.raises(UserError, match=r"model.json: names no checkpoint .*delete it"):
+    with pytest.raises(UserError, match=r"model.json: names no model .*delete it"):
         stage_train(Run(cfg=None, dir=tmp_path), data=None)
 
 
@@ -27,7 +28,8 @@ def test_a_broken_fine_tune_settings_file_is_named(tmp_path, content, message):
     (tmp_path / "ft").mkdir()
     (tmp_path / "ft" / "settings.json").write_text(content)
     with pytest.raises(UserError, match=message):
-        finetune_model(tmp_path / "base.pt", tmp_path / "data", [("a", "一")], tmp_path / "ft")
+        finetune_model(ModelFiles(str(tmp_path / "base.pt"), Side("en", "dict.en.txt"), Side("zh", "dict.zh.txt")),
+                       [("a", "一")], [("b", "二")], tmp_path / "ft")
 
 
 def test_a_run_dir_under_a_file_is_one_clear_message(tmp_path):

@@ -13,11 +13,12 @@ import itertools
 import json
 import logging
 import os
+import re
 import shutil
 import tempfile
 import unicodedata
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
@@ -114,13 +115,37 @@ def raw_paths(data_dir: str | os.PathLike) -> dict[tuple[str, str], Path]:
     return {(split, lang): raw / f"{split}.{lang}" for split in SPLITS for lang in LANGS}
 
 
-def check_raw(data_dir: str | os.PathLike) -> None:
+def parallel_sources(data_dir: str | os.PathLike, given: dict[str, Any] | None = None) -> dict[tuple[str, str], Path]:
+    """The raw file of each (split, lang) of a user's corpus: `given[split]` is a pair of files
+    [EN, ZH] or a prefix (PREFIX.en, PREFIX.zh); a split not given is <data_dir>/{split}.{lang},
+    or <data_dir>/raw/{split}.{lang} when that folder holds it."""
+    data_dir = Path(data_dir)
+    out: dict[tuple[str, str], Path] = {}
+    for split in SPLITS:
+        spec = (given or {}).get(split)
+        if spec is None:
+            plain = {lang: data_dir / f"{split}.{lang}" for lang in LANGS}
+            raw = {lang: data_dir / "raw" / f"{split}.{lang}" for lang in LANGS}
+            chosen = plain if any(p.is_file() for p in plain.values()) or not any(p.is_file() for p in raw.values()) else raw
+        elif isinstance(spec, str):
+            chosen = {lang: Path(f"{spec}.{lang}") for lang in LANGS}
+        elif len(spec) == 2:
+            chosen = dict(zip(LANGS, map(Path, spec)))
+        else:
+            raise UserError(f"data.{split}={spec!r}: give [EN_FILE, ZH_FILE] or a prefix (PREFIX.en, PREFIX.zh)")
+        out.update({(split, lang): path for lang, path in chosen.items()})
+    return out
+
+
+def check_raw(data_dir: str | os.PathLike, paths: dict[tuple[str, str], Path] | None = None) -> None:
     """One UserError listing every missing raw file."""
-    missing = [p for p in raw_paths(data_dir).values() if not p.is_file()]
+    paths = paths or raw_paths(data_dir)
+    missing = [p for p in paths.values() if not p.is_file()]
     if missing:
         lines = "\n".join(f"  {p}" for p in missing)
+        where = Path(data_dir) / "raw" if paths == raw_paths(data_dir) else "the paths given"
         raise UserError(
-            f"parallel data missing under {Path(data_dir) / 'raw'}; put these files there "
+            f"parallel data missing under {where}; put these files there "
             f"(plain UTF-8, one sentence per line, line N of .en aligned with line N of .zh):\n{lines}"
         )
 
@@ -153,6 +178,16 @@ def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
         yield en, zh
 
 
+def check_parallel_files(paths: dict[tuple[str, str], Path]) -> None:
+    """Before any work: every file UTF-8 (file:line of the first bad line) and both sides of each
+    split of the same length (both files and counts named)."""
+    for split in SPLITS:
+        en_path, zh_path = paths[(split, SRC)], paths[(split, TGT)]
+        n_en, n_zh = (sum(1 for _ in _lines(p)) for p in (en_path, zh_path))
+        if n_en != n_zh:
+            raise UserError(f"{en_path} has {n_en} lines but {zh_path} has {n_zh}: the two sides must be aligned line by line")
+
+
 def read_parallel(en_path: Path, zh_path: Path) -> list[tuple[str, str]]:
     return list(iter_parallel(en_path, zh_path))
 
@@ -179,6 +214,23 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
     model_prefix.parent.mkdir(parents=True, exist_ok=True)
     if character_coverage is None:
         character_coverage = 0.9995 if lang == TGT else 1.0
+    try:
+        _train_spm(spm, text_path, model_prefix, vocab_size, model_type, character_coverage, input_sentence_size,
+                   threads, lang)
+    except RuntimeError as e:
+        needed = re.search(r"smaller than required_chars\. (\d+) vs (\d+)", str(e))
+        if needed:
+            raise UserError(
+                f"{text_path}: a SentencePiece vocabulary of {needed.group(1)} pieces is smaller than the "
+                f"{needed.group(2)} characters of the {lang} side it must keep; set data.prepare.vocab_size "
+                f"(or {'src' if lang == SRC else 'tgt'}_vocab_size) to at least {int(needed.group(2)) + 100}"
+            ) from None
+        raise UserError(f"{text_path}: SentencePiece could not train on it ({str(e).strip()[:300]})") from None
+    return model_prefix.with_suffix(".model")
+
+
+def _train_spm(spm, text_path: Path, model_prefix: Path, vocab_size: int, model_type: str, character_coverage: float,
+               input_sentence_size: int, threads: int, lang: str) -> None:
     spm.SentencePieceTrainer.train(
         input=str(text_path),
         model_prefix=str(model_prefix),
@@ -196,7 +248,6 @@ def train_spm(text_path: Path, model_prefix: Path, *, vocab_size: int, lang: str
         normalization_rule_name="identity" if lang == TGT else "nmt_nfkc",
         minloglevel=2,
     )
-    return model_prefix.with_suffix(".model")
 
 
 def load_spm(path: str | os.PathLike):
@@ -285,32 +336,41 @@ def prepare_data(
     spm_input_sentence_size: int = 2_000_000,
     workers: int = 1,
     force: bool = False,
+    sources: dict[tuple[str, str], str | os.PathLike] | None = None,
+    encode: bool = True,
 ) -> dict:
     """Clean, train SentencePiece per language, binarize; returns (and writes) the counts.
 
+    sources: the raw file of each (split, lang), default <data_dir>/raw/{split}.{lang}.
+    encode=False only cleans (a model brought along has its own preprocessing): the clean/
+    splits are what the loop reads then.
     Idempotent: when <data_dir>/prepare.json records the same inputs and options and every
     output exists, nothing is redone.
     """
     data_dir = Path(data_dir)
-    check_raw(data_dir)
-    paths = raw_paths(data_dir)
+    paths = {**raw_paths(data_dir), **{k: Path(v) for k, v in (sources or {}).items()}}
+    check_raw(data_dir, paths)
+    clean_options = {"version": PREPARE_VERSION, "max_ratio": max_ratio, "max_length": max_length}
     options = {
-        "version": PREPARE_VERSION,
+        **clean_options,
         "vocab": {SRC: src_vocab_size or vocab_size, TGT: tgt_vocab_size or vocab_size},
-        "model_type": model_type, "max_ratio": max_ratio, "max_length": max_length,
+        "model_type": model_type,
     }
-    fingerprint = _fingerprint([paths[k] for k in sorted(paths)], options)
+    raw_files = [paths[k] for k in sorted(paths)]
+    fingerprint, clean_fingerprint = _fingerprint(raw_files, options), _fingerprint(raw_files, clean_options)
     record_path = data_dir / "prepare.json"
     bin_dir, clean_dir = data_dir / "bin", data_dir / "clean"
-    outputs = [bin_dir / f"dict.{l}.txt" for l in LANGS] + list(spm_paths(data_dir).values()) + [
+    cleaned = [clean_dir / f"{s}.{l}" for s in SPLITS for l in LANGS]
+    outputs = cleaned + [bin_dir / f"dict.{l}.txt" for l in LANGS] + list(spm_paths(data_dir).values()) + [
         Path(str(bin_prefix(bin_dir, s, l)) + ext) for s in SPLITS for l in LANGS for ext in (".bin", ".idx")
     ]
-    if not force and record_path.is_file() and all(p.exists() for p in outputs):
+    if not force and record_path.is_file() and all(p.exists() for p in (outputs if encode else cleaned)):
         record = json.loads(record_path.read_text(encoding="utf-8"))
-        if record.get("fingerprint") == fingerprint:
+        if record.get("fingerprint") == fingerprint or (not encode and record.get("clean_fingerprint") == clean_fingerprint):
             logger.info("data in %s already prepared (inputs unchanged): skipping", data_dir)
             return record
 
+    check_parallel_files(paths)
     stats: dict = {"splits": {}}
     clean_dir.mkdir(parents=True, exist_ok=True)
     for split in SPLITS:
@@ -332,6 +392,10 @@ def prepare_data(
         logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
                     split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
                     counts["duplicate"], counts["changed"])
+    if not encode:
+        record = {"clean_fingerprint": clean_fingerprint, "options": clean_options, **stats}
+        write_json_atomic(record_path, record)
+        return record
 
     bin_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=data_dir, prefix=".prepare.") as tmp:
@@ -356,59 +420,49 @@ def prepare_data(
                 for ext in (".bin", ".idx"):
                     name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
                     os.replace(tmp / name, bin_dir / name)
-    record = {"fingerprint": fingerprint, "options": options, **stats,
+    record = {"fingerprint": fingerprint, "clean_fingerprint": clean_fingerprint, "options": options, **stats,
               "spm": {l: str(p) for l, p in spm_paths(data_dir).items()}, "bin": str(bin_dir)}
     write_json_atomic(record_path, record)
     return record
 
 
-def binarize_pairs(
-    pairs: Sequence[tuple[str, str]],
-    data_dir: str | os.PathLike,
-    out_dir: str | os.PathLike,
-    split: str = "train",
-    *,
-    copy_splits: Sequence[str] = ("valid",),
-    workers: int = 1,
-) -> Path:
-    """Binarize extra pairs with the SentencePiece models and dictionaries of a prepared data_dir.
-
-    Writes <out_dir>/{split}.en-zh.{en,zh}.{bin,idx} and the dictionaries, and copies the
-    prepared splits named in copy_splits (the validation set, for fine-tuning) beside them.
-    Returns out_dir, a directory fairseq's translation task can train on.
+def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files, out_dir: str | os.PathLike,
+                   *, workers: int = 1) -> Path:
+    """Binarize text pairs with a model's own preprocessing and dictionaries (`files`, a
+    repair.nmt.preprocessing.ModelFiles): each split of `splits` into
+    <out_dir>/{split}.{src}-{tgt}.{lang}.{bin,idx}, the dictionaries beside them. Returns out_dir,
+    a folder fairseq's translation task can train on with the model's own vocabulary.
     """
-    data_dir, out_dir = Path(data_dir), Path(out_dir)
-    if not pairs:
-        raise UserError("no sentence pairs to binarize (the corrections and replay sample are empty)")
-    cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
-    empty = sum(1 for en, zh in cleaned if not en or not zh)
-    cleaned = [(en, zh) for en, zh in cleaned if en and zh]
-    if not cleaned:
-        raise UserError(f"all {len(pairs)} pairs to binarize have an empty side; every pair needs English and Chinese text")
-    if empty:
-        # A replay sample drawn from raw text can meet an empty line; it carries nothing to learn.
-        logger.warning("%d of %d pairs with an empty side left out of %s", empty, len(pairs), out_dir)
-    src_bin = data_dir / "bin"
+    from repair.nmt.preprocessing import Codec
+
+    out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    sides = (files.src, files.tgt)
+    codecs = [Codec(side) for side in sides]
+    dicts = [load_dictionary(side.dict) for side in sides]
+    prefix = f"{files.src.lang}-{files.tgt.lang}"
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:
         tmp = Path(tmp)
-        for i, lang in enumerate(LANGS):
-            sp = load_spm(spm_paths(data_dir)[lang])
-            d = load_dictionary(src_bin / f"dict.{lang}.txt")
-            text = tmp / f"{split}.{lang}"
-            write_text_atomic(text, "".join(l + "\n" for l in encode_pieces(sp, [p[i] for p in cleaned])))
-            _binarize_file(text, d, tmp / f"{split}.{SRC}-{TGT}.{lang}", workers)
-            for ext in (".bin", ".idx"):
-                name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
-                os.replace(tmp / name, out_dir / name)
-            shutil.copyfile(src_bin / f"dict.{lang}.txt", out_dir / f"dict.{lang}.txt")
-    for s in copy_splits:
-        for lang in LANGS:
-            for ext in (".bin", ".idx"):
-                name = f"{s}.{SRC}-{TGT}.{lang}{ext}"
-                if not (src_bin / name).is_file():
-                    raise UserError(f"{src_bin / name} missing: prepare the data in {data_dir} first")
-                shutil.copyfile(src_bin / name, out_dir / name)
+        for split, pairs in splits.items():
+            if not pairs:
+                raise UserError(f"no sentence pairs to binarize for {split} (the corrections and replay sample are empty)")
+            cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
+            kept = [(en, zh) for en, zh in cleaned if en and zh]
+            if not kept:
+                raise UserError(f"all {len(pairs)} {split} pairs to binarize have an empty side; every pair needs "
+                                "English and Chinese text")
+            if len(kept) < len(pairs):
+                # A replay sample drawn from raw text can meet an empty line; it carries nothing to learn.
+                logger.warning("%d of %d pairs with an empty side left out of %s", len(pairs) - len(kept), len(pairs), split)
+            for i, (side, codec, d) in enumerate(zip(sides, codecs, dicts)):
+                text = tmp / f"{split}.{side.lang}"
+                write_text_atomic(text, "".join(line + "\n" for line in codec.encode_all([p[i] for p in kept])))
+                _binarize_file(text, d, tmp / f"{split}.{prefix}.{side.lang}", workers)
+                for ext in (".bin", ".idx"):
+                    name = f"{split}.{prefix}.{side.lang}{ext}"
+                    os.replace(tmp / name, out_dir / name)
+    for side in sides:
+        shutil.copyfile(side.dict, out_dir / f"dict.{side.lang}.txt")
     return out_dir
 
 

@@ -98,7 +98,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
         if path.parent.is_dir():
             found = sorted(p.name for p in path.parent.glob("*.pt"))
             hint = f" ({path.parent} holds: {', '.join(found)})" if found else f" ({path.parent} holds no .pt file)"
-        raise UserError(f"checkpoint {path} not found{hint}; set model.checkpoint to a fairseq checkpoint file")
+        raise UserError(f"checkpoint {path} not found{hint}; give a fairseq checkpoint file or model folder "
+                        f"(model.checkpoint= for the loop, translator.checkpoint= for repair.purity)")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Sequence
 
 from repair.data.prepare import binarize_pairs
+from repair.nmt.preprocessing import ModelFiles, write_model_folder
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_json, write_json_atomic
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
@@ -68,9 +69,9 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
 
 
 def finetune_model(
-    base_checkpoint: str | os.PathLike,
-    data_dir: str | os.PathLike,
+    base: ModelFiles,
     train_pairs: Sequence[tuple[str, str]],
+    valid_pairs: Sequence[tuple[str, str]],
     save_dir: str | os.PathLike,
     *,
     lr: float = 3e-4,
@@ -82,17 +83,20 @@ def finetune_model(
     fp16: bool | str = "auto",
     threads: int | None = None,
 ) -> dict:
-    """Fine-tune on train_pairs, validating each epoch on <data_dir>'s prepared valid set.
+    """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 
-    Returns {"best_checkpoint", "epochs", "best_valid_loss", "curve": [{"epoch", "train_loss",
+    Both are encoded with the base model's own preprocessing and dictionaries, and save_dir gets
+    them beside the fine-tuned checkpoints (dict files, subword models, preprocessing.yaml): the
+    folder is a model that replaces the base one as it is. Returns {"best_checkpoint", "epochs", "best_valid_loss", "curve": [{"epoch", "train_loss",
     "valid_loss"}, ...], "seconds"} and writes it to save_dir/finetune.json.
     """
     start = time.time()
-    base_checkpoint, data_dir, save_dir = Path(base_checkpoint), Path(data_dir), Path(save_dir)
+    base_checkpoint, save_dir = Path(base.checkpoint), Path(save_dir)
     if save_dir.resolve() == base_checkpoint.parent.resolve():
         raise UserError(f"fine-tune folder {save_dir} is the base checkpoint's folder; fine-tune into a folder of its own")
     digest = _pairs_digest(train_pairs)
-    settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": digest, "pairs": len(train_pairs), "lr": lr,
+    settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": digest, "pairs": len(train_pairs),
+                "valid_sha1": _pairs_digest(valid_pairs), "lr": lr,
                 "patience": patience, "max_epoch": max_epoch, "seed": seed, "max_tokens": max_tokens}
     result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
     if settings_path.is_file():
@@ -111,13 +115,17 @@ def finetune_model(
     write_json_atomic(settings_path, settings)
 
     data = save_dir / "data"
-    if not (data / "train.en-zh.zh.bin").is_file():
-        binarize_pairs(list(train_pairs), data_dir, data, "train", copy_splits=("valid",))
+    if not (data / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
+        binarize_pairs({"train": list(train_pairs), "valid": list(valid_pairs)}, base, data)
     cuda = use_cuda(device)
     _set_threads(threads, cuda)
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
                           seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=cuda and fp16 in (True, "auto", "true"))
     del base_state
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        cfg.task.source_lang, cfg.task.target_lang = base.src.lang, base.tgt.lang
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)
     run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row))
@@ -127,6 +135,7 @@ def finetune_model(
         raise UserError(f"fine-tuning finished without writing {best}; see fairseq's log above")
     curve = [{"epoch": r["epoch"], "train_loss": r.get("train_loss"), "valid_loss": r.get("valid_loss")}
              for r in read_curve(save_dir) if "valid_loss" in r]
+    write_model_folder(base.with_checkpoint(best), save_dir)
     result = {
         "best_checkpoint": str(best),
         "epochs": len(curve),

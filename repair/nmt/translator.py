@@ -4,37 +4,33 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
-from repair.data.prepare import clean_text, load_dictionary, load_spm, spm_paths
+from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
 from repair.nmt.checkpoint import load_checkpoint
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, resolve_model_files
 from repair.purity.translators import Translator
 
 logger = logging.getLogger(__name__)
-
-_CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
-# SentencePiece's word boundaries leave spaces between Chinese characters: Chinese has none.
-_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
-
-
-def detokenize_zh(text: str) -> str:
-    return _CJK_SPACE.sub("", text).strip()
 
 
 class FairseqTranslator(Translator):
     """Translates English to Chinese with a fairseq transformer checkpoint.
 
-    Texts are cleaned like the training data, encoded with the source SentencePiece model,
-    grouped into length buckets, batched up to `max_tokens` source tokens, decoded with beam
-    search, and turned back into text with the target SentencePiece model. Every text is padded
-    to its bucket's fixed width, alone or in a batch, so its encoding and its output cap
-    (max_len_a * width + max_len_b, at most max_len) are its own: a translation does not
-    depend on the batch it lands in.
+    `checkpoint` is a checkpoint file or a model folder (fairseq's published layout: model.pt,
+    dict.<lang>.txt, bpecodes or sentencepiece.bpe.model, optional preprocessing.yaml); the
+    model's preprocessing is found as `repair.nmt.preprocessing` says, or given by `files` or
+    the preprocessing options (tokenizer, bpe, bpe_codes, sentencepiece_model, per side with
+    src_/tgt_, src_dict, tgt_dict). Texts are cleaned like the training data, encoded with the
+    model's own tokenizer and subword model (fairseq's encoders), grouped into length buckets,
+    batched up to `max_tokens` source tokens, decoded with beam search, and turned back into
+    text as fairseq-interactive does (subwords joined, detokenized), with no spaces between
+    Chinese characters. Every text is padded to its bucket's fixed width, alone or in a batch,
+    so its encoding and its output cap (max_len_a * width + max_len_b, at most max_len) are its
+    own: a translation does not depend on the batch it lands in.
 
     On CPU, `threads` cores are shared out as `workers` batches decoded at once, each with
     threads // workers torch threads: beam search spends much of each step in Python, and a
@@ -43,16 +39,14 @@ class FairseqTranslator(Translator):
     """
 
     name = "fairseq"
+    extra_options = OPTION_KEYS
 
     def __init__(
         self,
-        checkpoint: str | os.PathLike,
+        checkpoint: str | os.PathLike | None = None,
         data_dir: str | os.PathLike | None = None,
         *,
-        src_spm: str | os.PathLike | None = None,
-        tgt_spm: str | os.PathLike | None = None,
-        src_dict: str | os.PathLike | None = None,
-        tgt_dict: str | os.PathLike | None = None,
+        files: ModelFiles | None = None,
         beam: int = 5,
         max_tokens: int = 4000,
         max_sentences: int = 128,
@@ -64,22 +58,29 @@ class FairseqTranslator(Translator):
         fp16: bool | str = "auto",
         threads: int | None = None,
         workers: int | None = None,
+        **preprocessing: Any,
     ):
         import torch
 
-        if data_dir is None and None in (src_spm, tgt_spm, src_dict, tgt_dict):
-            raise UserError("the fairseq translator needs data_dir (with spm/ and bin/) or all of src_spm, tgt_spm, src_dict, tgt_dict")
-        if data_dir is not None:
-            spms = spm_paths(data_dir)
-            src_spm, tgt_spm = src_spm or spms["en"], tgt_spm or spms["zh"]
-            src_dict = src_dict or Path(data_dir) / "bin" / "dict.en.txt"
-            tgt_dict = tgt_dict or Path(data_dir) / "bin" / "dict.zh.txt"
+        if checkpoint is None and files is None:
+            raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file or model folder)")
         if beam < 1 or max_tokens < 1:
             raise UserError(f"translator: beam ({beam}) and max_tokens ({max_tokens}) must be positive")
-        self.checkpoint = Path(checkpoint)
         self.beam, self.max_tokens, self.max_sentences, self.max_len = int(beam), int(max_tokens), int(max_sentences), int(max_len)
-        self.sp_src, self.sp_tgt = load_spm(src_spm), load_spm(tgt_spm)
-        self.src_dict, self.tgt_dict = load_dictionary(src_dict), load_dictionary(tgt_dict)
+        preprocessing = {k: v for k, v in preprocessing.items() if v not in (None, "")}
+        if files is None:
+            from repair.nmt.preprocessing import checkpoint_path
+
+            state = load_checkpoint(checkpoint_path(checkpoint))
+            files = resolve_model_files(checkpoint, data_dir, _state_cfg(state), **preprocessing)
+        else:
+            if preprocessing:
+                raise UserError(f"translator: preprocessing options {sorted(preprocessing)} given with resolved model files")
+            state = load_checkpoint(files.checkpoint)
+        self.files = files
+        self.checkpoint = files.checkpoint
+        self.src_dict, self.tgt_dict = load_dictionary(files.src.dict), load_dictionary(files.tgt.dict)
+        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
 
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -96,7 +97,8 @@ class FairseqTranslator(Translator):
         else:
             self.workers, self.threads = 1, None
 
-        self.model = self._load_model()
+        self.model = self._load_model(state)
+        del state
         from fairseq.sequence_generator import SequenceGenerator
 
         def generator():
@@ -113,22 +115,23 @@ class FairseqTranslator(Translator):
 
     # ------------------------------------------------------------------ loading
 
-    def _load_model(self):
+    def _load_model(self, state: dict):
         from fairseq import checkpoint_utils
         from fairseq.dataclass.utils import merge_with_parent
         from fairseq.tasks.translation import TranslationConfig, TranslationTask
-        from omegaconf import OmegaConf, open_dict
+        from omegaconf import open_dict
 
-        state = load_checkpoint(self.checkpoint)
         if state.get("cfg") is not None:
-            state["cfg"] = OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+            state["cfg"] = _state_cfg(state)
         state = checkpoint_utils._upgrade_state_dict(state)
         cfg = state["cfg"]
         task_name = getattr(cfg.task, "_name", None) or getattr(cfg.task, "task", None)
         if task_name != "translation":
             raise UserError(f"{self.checkpoint}: a fairseq '{task_name}' checkpoint; a translation model is needed")
+        check_dictionaries(self.checkpoint, state["model"], self.files, len(self.src_dict), len(self.tgt_dict))
         with open_dict(cfg):
-            cfg.task.data = str(self.checkpoint.parent)
+            cfg.task.data = str(os.path.dirname(self.checkpoint))
+            cfg.task.source_lang, cfg.task.target_lang = self.files.src.lang, self.files.tgt.lang
         task_cfg = merge_with_parent(TranslationConfig(), cfg.task, remove_missing=True)
         task = TranslationTask(task_cfg, self.src_dict, self.tgt_dict)
         model = task.build_model(cfg.model, from_checkpoint=True)
@@ -137,34 +140,13 @@ class FairseqTranslator(Translator):
         except RuntimeError as e:
             raise UserError(
                 f"{self.checkpoint} does not fit the dictionaries given ({len(self.src_dict)} source / "
-                f"{len(self.tgt_dict)} target entries): use the dict.en.txt/dict.zh.txt it was trained with "
+                f"{len(self.tgt_dict)} target entries): use the dict files it was trained with "
                 f"({str(e).splitlines()[0][:200]})"
             ) from None
         model.eval()
         if self.fp16:
             model.half()
         return model.to(self.device)
-
-    @classmethod
-    def from_config(cls, cfg: Mapping[str, Any]) -> "FairseqTranslator":
-        """From conf/translator/fairseq.yaml (name, checkpoint, data_dir, beam, max_tokens, ...)."""
-        try:
-            from omegaconf import OmegaConf
-
-            if OmegaConf.is_config(cfg):
-                cfg = OmegaConf.to_container(cfg, resolve=True)  # type: ignore[assignment]
-        except ImportError:  # pragma: no cover
-            pass
-        options = {k: v for k, v in dict(cfg).items() if k != "name"}
-        if not options.get("checkpoint"):
-            raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file)")
-        known = {"checkpoint", "data_dir", "src_spm", "tgt_spm", "src_dict", "tgt_dict", "beam", "max_tokens",
-                 "max_sentences", "max_len", "max_len_a", "max_len_b", "len_penalty", "device", "fp16", "threads",
-                 "workers"}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise UserError(f"translator config: unknown key(s) {unknown}; known: {sorted(known)}")
-        return cls(**options)
 
     # ------------------------------------------------------------------ translating
 
@@ -173,14 +155,14 @@ class FairseqTranslator(Translator):
         return self.encode_all([text])[0]
 
     def encode_all(self, texts: Sequence[str], *, cleaned: bool = False) -> list:
-        """Source token ids of each text: one SentencePiece call for all of them (a call per text
-        costs ~0.2 ms, more than the encoding itself)."""
+        """Source token ids of each text, with the model's own tokenizer and subword model, cut to
+        the model's maximum positions."""
         import torch
 
         indices, unk, eos = self.src_dict.indices, self.src_dict.unk(), self.src_dict.eos()
         out = []
-        for pieces in self.sp_src.encode(list(texts) if cleaned else [clean_text(t) for t in texts], out_type=str):
-            ids = [indices.get(p, unk) for p in pieces]
+        for line in self.src_codec.encode_all(list(texts) if cleaned else [clean_text(t) for t in texts]):
+            ids = [indices.get(p, unk) for p in line.split()]
             if len(ids) >= self.max_source_positions:
                 ids = ids[: self.max_source_positions - 1]
                 self._truncated += 1
@@ -232,8 +214,8 @@ class FairseqTranslator(Translator):
             with torch.inference_mode():
                 hypos = generator.generate([self.model], sample)
             for i, hyps in zip(idx, hypos):
-                pieces = [symbols[t] for t in hyps[0]["tokens"].tolist() if t not in ignore]
-                out[i] = detokenize_zh(self.sp_tgt.decode(pieces))
+                tokens = " ".join(symbols[t] for t in hyps[0]["tokens"].tolist() if t not in ignore)
+                out[i] = self.tgt_codec.decode(tokens)
 
         if self.threads and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)  # training in the same process may have set another count
@@ -269,3 +251,41 @@ class FairseqTranslator(Translator):
             for f in futures:
                 f.result()
         return out
+
+
+def load_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None = None, **options: Any) -> ModelFiles:
+    """A checkpoint (file or model folder) with its dictionaries and preprocessing, resolved as
+    repair.nmt.preprocessing says and checked against the checkpoint's embedding sizes."""
+    from repair.nmt.preprocessing import checkpoint_path
+
+    state = load_checkpoint(checkpoint_path(checkpoint))
+    files = resolve_model_files(checkpoint, data_dir, _state_cfg(state), **options)
+    check_dictionaries(files.checkpoint, state["model"], files, len(load_dictionary(files.src.dict)),
+                       len(load_dictionary(files.tgt.dict)))
+    Codec(files.src), Codec(files.tgt)  # codes and models readable: fail here, before any work
+    return files
+
+
+def _state_cfg(state: dict):
+    """A checkpoint's training config as an OmegaConf object (older checkpoints: from their argparse args)."""
+    from omegaconf import OmegaConf
+
+    from repair.nmt.checkpoint import checkpoint_cfg
+
+    if state.get("cfg") is not None and not OmegaConf.is_config(state["cfg"]):
+        return OmegaConf.create(state["cfg"], flags={"allow_objects": True})
+    return checkpoint_cfg(state)
+
+
+def check_dictionaries(checkpoint: str, model_state: dict, files: ModelFiles, n_src: int, n_tgt: int) -> None:
+    """The dictionaries must have as many entries as the checkpoint's embeddings have rows."""
+    for side, n, key in (("source", n_src, "encoder.embed_tokens.weight"), ("target", n_tgt, "decoder.embed_tokens.weight")):
+        weight = model_state.get(key)
+        if weight is None or weight.shape[0] == n:
+            continue
+        d = files.src.dict if side == "source" else files.tgt.dict
+        raise UserError(
+            f"{d} has {n} entries but {checkpoint} embeds {weight.shape[0]} {side} tokens: "
+            f"the dictionaries do not belong to this model (source {files.src.dict}, target {files.tgt.dict}); "
+            f"give the dict files it was trained with (translator.src_dict= / translator.tgt_dict=)"
+        )

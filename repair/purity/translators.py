@@ -100,8 +100,9 @@ def constructor_kwargs(kind: str, cls: type, options: Mapping[str, Any]) -> dict
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     known = [n for n, p in params.items() if n != "self" and p.kind in
              (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
+    known += list(getattr(cls, "extra_options", ()))  # taken through **kwargs, named by the class
     unknown = [k for k in options if k not in known]
-    if unknown and not takes_any:
+    if unknown and (not takes_any or hasattr(cls, "extra_options")):
         raise UserError(f"{kind} has no option {', '.join(map(repr, unknown))} "
                         f"(its options: {', '.join(known) or 'none'})")
     return dict(options)
@@ -120,9 +121,12 @@ def split_config(cfg: Any) -> tuple[str, dict[str, Any]]:
     return name, options
 
 
-def make_translator(cfg: Any) -> Translator:
-    """A translator from its config group: `name` (table | fairseq), other keys go to its class."""
+def make_translator(cfg: Any, **overrides: Any) -> Translator:
+    """A translator from its config group (`name`: table | fairseq; other keys go to its class),
+    with `overrides` (a checkpoint, resolved model files) taking the place of the config's keys.
+    The one place a translator is built: Purity's CLI, the loop's stages and the benchmark call it."""
     name, options = split_config(cfg)
+    options.update(overrides)
     if name == "table":
         cls: type = TableTranslator
     elif name == "fairseq":

@@ -1,0 +1,331 @@
+"""A model's own preprocessing: which files and encoders turn text into its tokens and back.
+
+A fairseq translation model is more than its checkpoint: it reads tokens of its source
+dictionary, produced from text by a tokenizer (Moses, plain spaces, ...) and a subword model
+(SentencePiece, subword-nmt or fastBPE codes), and writes tokens of its target dictionary that
+the same encoders turn back into text. `ModelFiles` names all of it, the way fairseq names it
+(`tokenizer`, `bpe`, `bpe_codes`, `sentencepiece_model`, one set per side), and `Codec` applies
+one side with fairseq's own encoders (`fairseq.data.encoders`: sacremoses, subword-nmt,
+sentencepiece), so that a model is tested and fine-tuned with exactly the preprocessing it was
+trained with.
+
+Where the files come from (`resolve_model_files`), first found wins, per side and key:
+1. explicit options (`src_tokenizer=` before `tokenizer=`; the same for `bpe`, `bpe_codes`,
+   `sentencepiece_model`; `src_dict`, `tgt_dict`);
+2. `preprocessing.yaml` in the model's folder (the same keys; relative paths from the folder);
+3. the checkpoint's own `tokenizer` / `bpe` settings (`fairseq-train --tokenizer moses --bpe ...`);
+4. files in the model's folder laid out like fairseq's published models: `dict.<lang>.txt`,
+   `bpecodes` (subword-nmt), `sentencepiece.bpe.model`;
+5. a prepared data folder of ours: `spm/<lang>.model` and `bin/dict.<lang>.txt`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from argparse import Namespace
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from repair.errors import UserError
+
+TOKENIZERS = ("moses", "space", "jieba", "none")
+BPES = ("sentencepiece", "subword_nmt", "fastbpe", "none")
+SIDE_KEYS = ("tokenizer", "bpe", "bpe_codes", "sentencepiece_model")
+# every preprocessing option a translator or preprocessing.yaml takes
+OPTION_KEYS = (*SIDE_KEYS, *(f"{s}_{k}" for s in ("src", "tgt") for k in (*SIDE_KEYS, "dict")))
+HUB_CHECKPOINT = "model.pt"
+HUB_BPE_CODES = "bpecodes"
+HUB_SPM = "sentencepiece.bpe.model"
+PREPROCESSING_FILE = "preprocessing.yaml"
+
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
+# Word boundaries (SentencePiece's, a segmenter's, Moses's) leave spaces between Chinese characters: Chinese has none.
+_CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+
+
+def detokenize_zh(text: str) -> str:
+    return _CJK_SPACE.sub("", text).strip()
+
+
+@dataclass(frozen=True)
+class Side:
+    """The preprocessing of one language of a model, and its dictionary."""
+
+    lang: str
+    dict: str
+    tokenizer: str = "none"
+    bpe: str = "none"
+    bpe_codes: str | None = None
+    sentencepiece_model: str | None = None
+
+    def describe(self) -> str:
+        files = [f for f in (self.bpe_codes, self.sentencepiece_model) if f]
+        return f"{self.lang}: tokenizer {self.tokenizer}, bpe {self.bpe}" + (f" ({files[0]})" if files else "")
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A checkpoint and everything needed to feed it text and read its output."""
+
+    checkpoint: str
+    src: Side
+    tgt: Side
+
+    def with_checkpoint(self, checkpoint: str | os.PathLike) -> "ModelFiles":
+        return replace(self, checkpoint=str(checkpoint))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ModelFiles":
+        return cls(str(d["checkpoint"]), Side(**d["src"]), Side(**d["tgt"]))
+
+    def preprocessing(self) -> dict:
+        """The preprocessing as `preprocessing.yaml` writes it (paths as they are)."""
+        out: dict = {}
+        for name, side in (("src", self.src), ("tgt", self.tgt)):
+            for key in SIDE_KEYS:
+                value = getattr(side, key)
+                if value not in (None, "none"):
+                    out[f"{name}_{key}"] = value
+        return out
+
+
+# ----------------------------------------------------------------------------- encoders
+
+
+def _register_jieba() -> None:
+    """`tokenizer=jieba`: Chinese segmented into words with jieba (the usual step before BPE
+    for Chinese), registered with fairseq's tokenizers so that fairseq's tools can use it too."""
+    from fairseq.data.encoders import TOKENIZER_REGISTRY, register_tokenizer
+    from fairseq.dataclass import FairseqDataclass
+
+    if "jieba" in TOKENIZER_REGISTRY:
+        return
+
+    @register_tokenizer("jieba", dataclass=FairseqDataclass)
+    class JiebaTokenizer:  # noqa: F841 - registered by the decorator
+        def __init__(self, *unused):
+            import jieba
+
+            jieba.setLogLevel(60)
+            self.jieba = jieba
+
+        def encode(self, x: str) -> str:
+            return " ".join(w for w in self.jieba.cut(x) if w.strip())
+
+        def decode(self, x: str) -> str:
+            return detokenize_zh(x)
+
+
+class Codec:
+    """One side of a model's preprocessing, applied with fairseq's encoders."""
+
+    def __init__(self, side: Side):
+        from fairseq.data import encoders
+
+        _register_jieba()
+        self.side = side
+        self.tokenizer = None
+        if side.tokenizer != "none":
+            self.tokenizer = encoders.build_tokenizer(Namespace(
+                tokenizer=side.tokenizer, source_lang=side.lang, target_lang=side.lang,
+                moses_no_dash_splits=False, moses_no_escape=False))
+        self.bpe = None
+        try:
+            if side.bpe == "sentencepiece":
+                self.bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=side.sentencepiece_model,
+                                                        sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
+            elif side.bpe in ("subword_nmt", "fastbpe"):
+                self.bpe = encoders.build_bpe(Namespace(bpe=side.bpe, bpe_codes=side.bpe_codes, bpe_separator="@@"))
+        except ImportError as e:
+            raise UserError(f"bpe={side.bpe}: {e}") from None
+        except Exception as e:  # a codes file or model the library cannot read
+            path = side.sentencepiece_model if side.bpe == "sentencepiece" else side.bpe_codes
+            raise UserError(f"{path}: not a {side.bpe} model ({type(e).__name__}: {str(e)[:200]})") from None
+
+    def encode_all(self, texts: Sequence[str]) -> list[str]:
+        """Each text as the space-separated tokens the model's dictionary holds."""
+        texts = list(texts)
+        if self.tokenizer is not None:
+            texts = [self.tokenizer.encode(t) for t in texts]
+        if self.bpe is None:
+            return texts
+        if self.side.bpe == "sentencepiece":
+            # fairseq's SentencepieceBPE.encode, for all texts in one call (a call per text costs more than the encoding)
+            return [" ".join(p) for p in self.bpe.sp.encode(texts, out_type=str)]
+        return [self.bpe.encode(t) for t in texts]
+
+    def decode(self, tokens: str) -> str:
+        """Tokens of the dictionary back to written text, as fairseq-interactive does; for Chinese,
+        without spaces between characters."""
+        if self.bpe is not None:
+            tokens = self.bpe.decode(tokens)
+        if self.tokenizer is not None:
+            tokens = self.tokenizer.decode(tokens)
+        return detokenize_zh(tokens) if self.side.lang.startswith("zh") else tokens.strip()
+
+
+# ----------------------------------------------------------------------------- finding the files
+
+
+def checkpoint_path(path: str | os.PathLike) -> Path:
+    """The checkpoint file a path names: the file itself, or a folder's model.pt (or its only .pt)."""
+    path = Path(path)
+    if not path.is_dir():
+        return path
+    if (path / HUB_CHECKPOINT).is_file():
+        return path / HUB_CHECKPOINT
+    found = sorted(path.glob("*.pt"))
+    if len(found) == 1:
+        return found[0]
+    if (path / "checkpoint_best.pt").is_file():
+        return path / "checkpoint_best.pt"
+    raise UserError(f"{path}: a model folder needs {HUB_CHECKPOINT} (found: "
+                    f"{', '.join(p.name for p in found) or 'no .pt file'})")
+
+
+def read_preprocessing_file(path: Path) -> dict:
+    """preprocessing.yaml: preprocessing keys only, relative paths taken from its folder."""
+    from omegaconf import OmegaConf
+
+    try:
+        raw = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
+    except Exception as e:
+        raise UserError(f"{path}: not a readable YAML file ({str(e).splitlines()[0][:200]})") from None
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise UserError(f"{path}: expected keys such as tokenizer: moses, bpe: subword_nmt")
+    check_option_keys(raw, str(path))
+    out = {}
+    for key, value in raw.items():
+        if value is not None and (key.endswith(("bpe_codes", "sentencepiece_model")) or key.endswith("_dict")):
+            value = str(path.parent / value) if not Path(value).is_absolute() else str(value)
+        out[key] = value
+    return out
+
+
+def check_option_keys(options: Mapping[str, Any], where: str) -> None:
+    unknown = sorted(k for k in options if k not in OPTION_KEYS)
+    if unknown:
+        raise UserError(f"{where}: unknown preprocessing key(s) {unknown}; known: {', '.join(OPTION_KEYS)}")
+
+
+def _cfg_get(cfg: Any, *keys: str) -> Any:
+    for key in keys:
+        if cfg is None:
+            return None
+        cfg = cfg.get(key) if isinstance(cfg, Mapping) or hasattr(cfg, "get") else getattr(cfg, key, None)
+    return cfg
+
+
+def checkpoint_langs(cfg: Any) -> tuple[str, str]:
+    return (_cfg_get(cfg, "task", "source_lang") or "en", _cfg_get(cfg, "task", "target_lang") or "zh")
+
+
+def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None = None,
+                        checkpoint_cfg: Any = None, **options: Any) -> ModelFiles:
+    """Everything a checkpoint needs, found as the module doc says; one UserError for what is missing."""
+    check_option_keys(options, "translator")
+    options = {k: v for k, v in options.items() if v not in (None, "")}
+    path = checkpoint_path(checkpoint)
+    folder = path.parent
+    yaml_path = folder / PREPROCESSING_FILE
+    from_yaml = read_preprocessing_file(yaml_path) if yaml_path.is_file() else {}
+    data = Path(data_dir) if data_dir else None
+    src_lang, tgt_lang = checkpoint_langs(checkpoint_cfg)
+    from_ckpt = {
+        "tokenizer": _cfg_get(checkpoint_cfg, "tokenizer", "_name") or _cfg_get(checkpoint_cfg, "tokenizer"),
+        "bpe": _cfg_get(checkpoint_cfg, "bpe", "_name") or _cfg_get(checkpoint_cfg, "bpe"),
+        "bpe_codes": _cfg_get(checkpoint_cfg, "bpe", "bpe_codes"),
+        "sentencepiece_model": _cfg_get(checkpoint_cfg, "bpe", "sentencepiece_model"),
+    }
+    from_ckpt = {k: v for k, v in from_ckpt.items() if isinstance(v, str) and v not in ("", "???")}
+
+    def side(name: str, lang: str) -> Side:
+        def pick(key: str) -> Any:
+            for source in (options, from_yaml):
+                for k in (f"{name}_{key}", key):
+                    if source.get(k) not in (None, ""):
+                        return source[k]
+            return None
+
+        def existing(*candidates: Path | str | None) -> str | None:
+            return next((str(c) for c in candidates if c and Path(c).is_file()), None)
+
+        tokenizer = pick("tokenizer") or from_ckpt.get("tokenizer") or "none"
+        bpe = pick("bpe") or from_ckpt.get("bpe")
+        codes, spm = pick("bpe_codes"), pick("sentencepiece_model")
+        ckpt_codes, ckpt_spm = existing(from_ckpt.get("bpe_codes")), existing(from_ckpt.get("sentencepiece_model"))
+        folder_codes, folder_spm = existing(folder / HUB_BPE_CODES), existing(folder / HUB_SPM)
+        data_spm = existing(data / "spm" / f"{lang}.model") if data else None
+        if bpe is None:
+            if codes or folder_codes:
+                bpe = "subword_nmt"
+            elif spm or folder_spm or data_spm:
+                bpe = "sentencepiece"
+            else:
+                bpe = "none"
+        if tokenizer not in TOKENIZERS:
+            raise UserError(f"unknown tokenizer {tokenizer!r} ({name} side); known: {', '.join(TOKENIZERS)}")
+        if bpe not in BPES:
+            raise UserError(f"unknown bpe {bpe!r} ({name} side); known: {', '.join(BPES)}")
+        if bpe in ("subword_nmt", "fastbpe"):
+            codes = codes or folder_codes or ckpt_codes
+            if not codes:
+                raise UserError(f"bpe={bpe} needs its BPE codes for the {lang} side: give translator.bpe_codes=FILE "
+                                f"(or {name}_bpe_codes=), or put {HUB_BPE_CODES} beside {path}")
+            if not Path(codes).is_file():
+                raise UserError(f"BPE codes {codes} not found ({lang} side)")
+            spm = None
+        elif bpe == "sentencepiece":
+            spm = spm or folder_spm or data_spm or ckpt_spm
+            if not spm:
+                raise UserError(f"bpe=sentencepiece needs a SentencePiece model for the {lang} side: give "
+                                f"translator.sentencepiece_model=FILE (or {name}_sentencepiece_model=), or put "
+                                f"{HUB_SPM} beside {path}")
+            if not Path(spm).is_file():
+                raise UserError(f"SentencePiece model {spm} not found ({lang} side)")
+            codes = None
+        else:
+            codes = spm = None
+        dictionary = options.get(f"{name}_dict") or from_yaml.get(f"{name}_dict")
+        candidates = [folder / f"dict.{lang}.txt"] + ([data / "bin" / f"dict.{lang}.txt"] if data else [])
+        dictionary = dictionary or existing(*candidates)
+        if not dictionary:
+            raise UserError(f"no {lang} dictionary for {path}: looked for {', '.join(map(str, candidates))}; "
+                            f"give translator.{name}_dict=FILE (the dict.{lang}.txt the model was trained with)")
+        if not Path(dictionary).is_file():
+            raise UserError(f"fairseq dictionary {dictionary} not found ({lang} side)")
+        return Side(lang, str(dictionary), tokenizer, bpe, codes and str(codes), spm and str(spm))
+
+    return ModelFiles(str(path), side("src", src_lang), side("tgt", tgt_lang))
+
+
+def write_model_folder(files: ModelFiles, folder: str | os.PathLike) -> None:
+    """Dictionaries, subword models and preprocessing.yaml beside a checkpoint in `folder`, so that the
+    folder is a model of its own (a fine-tuned model is a drop-in replacement for its base)."""
+    import shutil
+
+    from omegaconf import OmegaConf
+
+    from repair.fileio import write_text_atomic
+
+    folder = Path(folder)
+    prep: dict = {}
+    for name, side in (("src", files.src), ("tgt", files.tgt)):
+        target = folder / f"dict.{side.lang}.txt"
+        if Path(side.dict).resolve() != target.resolve():
+            shutil.copyfile(side.dict, target)
+        prep[f"{name}_tokenizer"], prep[f"{name}_bpe"] = side.tokenizer, side.bpe
+        for key in ("bpe_codes", "sentencepiece_model"):
+            value = getattr(side, key)
+            if value:
+                copy = folder / f"{name}.{Path(value).name}"
+                shutil.copyfile(value, copy)
+                prep[f"{name}_{key}"] = copy.name
+    write_text_atomic(folder / PREPROCESSING_FILE, OmegaConf.to_yaml(OmegaConf.create(prep)))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
+import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,7 +21,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
+from repair.fileio import (check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic,
+                           write_text_atomic)
 
 if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles
@@ -171,6 +173,10 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
     marker = run.dir / "model.json"
     if marker.exists():
         saved = read_json(marker)
+        if not isinstance(saved, dict) or not (isinstance(saved.get("files"), dict)
+                                               or isinstance(saved.get("checkpoint"), str)):
+            raise UserError(f"{marker}: names no model (\"checkpoint\": PATH, or \"files\"); delete it to train or "
+                            "load the model again")
         if saved.get("files"):
             return ModelFiles.from_dict(saved["files"])
         checkpoint = Path(saved["checkpoint"])
@@ -216,7 +222,7 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data) -> dic
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
-    from repair.review.store import load_corrections, review_stats
+    from repair.review.store import CorrectionStore, load_corrections, review_stats
 
     cfg = run.cfg
     done = out / "done.json"
@@ -248,11 +254,13 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
             finished = progress.exists() and read_json(progress).get("finished")
             if not finished:  # a review finished with `python -m repair.review` is not served again
                 serve_review(
-                    issues, out, host=cfg.review.host, port=cfg.review.port, open_browser=cfg.review.open_browser
+                    issues, out, host=cfg.review.host, port=cfg.review.port, open_browser=cfg.review.open_browser,
+                    public=cfg.review.get("public", False), hosts=list(cfg.review.get("hosts") or []),
                 )
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
-        stats = {**review_stats(out, issues), **extra}
+        with CorrectionStore(out, issues):  # corrections.jsonl rebuilt from the judgment log if they disagree
+            stats = {**review_stats(out, issues), **extra}
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:
@@ -281,7 +289,8 @@ def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_di
             # Texts Purity found consistent keep the model's own translation, so that learning
             # the corrections does not change how the rest of the phrases are translated.
             flagged = {c["source"] for c in corrections} | {i[k] for i in issues for k in ("container", "rti")}
-            consistent = [(src, tr) for src, tr in read_table(table_path).items() if src not in flagged and tr]
+            table = read_table(table_path, empty_ok=True)  # the model's own output may be empty
+            consistent = [(src, tr) for src, tr in table.items() if src not in flagged and tr]
             pairs += random.Random(cfg.seed).sample(consistent, min(keep, len(consistent)))
         else:
             log.warning("finetune.keep: %s is missing (a test stage from an older version); nothing kept", table_path)
@@ -445,4 +454,5 @@ def main(cfg: DictConfig) -> None:
 
 
 if __name__ == "__main__":
+    exit_on_user_error(check_folder_overrides)(sys.argv[1:], ["run_dir"])  # Hydra makes run_dir before main runs
     main()

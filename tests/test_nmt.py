@@ -292,6 +292,21 @@ def test_checkpoint_with_a_foreign_pickled_object_is_refused(trained, data_dir, 
     assert not marker.exists()
 
 
+def test_resuming_loads_weights_only_whatever_the_environment(tmp_path, monkeypatch):
+    from fairseq import checkpoint_utils
+
+    from repair.nmt.checkpoint import force_weights_only
+
+    marker = tmp_path / "code-ran"
+    last = tmp_path / "checkpoint_last.pt"
+    torch.save({"model": {}, "cfg": None, "extra_state": {"note": _Payload(marker)}}, last)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    force_weights_only()  # what run_training does before fairseq resumes from checkpoint_last.pt
+    with pytest.raises(UserError, match="checkpoint_last.pt: refused to load"):
+        checkpoint_utils.load_checkpoint_to_cpu(str(last))
+    assert not marker.exists()
+
+
 def test_a_failing_batch_stops_the_other_workers(trained, data_dir, monkeypatch):
     two = FairseqTranslator(trained, data_dir, beam=2, max_sentences=1, threads=2, workers=2)
     texts = [en for en, _ in corpus.pairs(40, seed=11)]

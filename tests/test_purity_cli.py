@@ -150,12 +150,20 @@ def test_malformed_tree_names_its_line(tmp_path):
                       f"{trees}:4: malformed tree")
 
 
-def test_table_row_without_tab_names_its_line(tmp_path):
+@pytest.mark.parametrize("rows, message", [("one\t一\n\nno tab here\n", ":3: no tab"),
+                                           ("one\t一\ntwo\t \n", ":2: empty translation after the tab for 'two'")])
+def test_bad_table_row_names_its_line(tmp_path, rows, message):
     table = tmp_path / "table.tsv"
-    table.write_text("one\t一\n\nno tab here\n", encoding="utf-8")
+    table.write_text(rows, encoding="utf-8")
     result = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", f"translator.table={table}",
                     f"out={tmp_path / 'run'}")
-    assert_user_error(result, f"{table}:3: no tab")
+    assert_user_error(result, f"{table}{message}")
+
+
+def test_out_under_a_file_is_one_clear_message(tmp_path):
+    (tmp_path / "file").write_text("x")
+    result = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", f"out={tmp_path / 'file' / 'run'}")
+    assert_user_error(result, f"{tmp_path / 'file'} is a file, not a folder; choose another out")
 
 
 def test_non_utf8_input_is_a_clear_error(tmp_path):

@@ -47,7 +47,7 @@ class Server:
         line = ""
         while time.time() < deadline:
             line = self.proc.stdout.readline()
-            m = re.search(r"http://127\.0\.0\.1:\d+/", line)
+            m = re.search(r"http://127\.0\.0\.1:\d+/#token=[\w-]+", line)
             if m:
                 self.url = m.group(0)
                 return
@@ -127,6 +127,14 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
             headers: {'Content-Type': 'application/json'},
             body: JSON.stringify({issue: document.querySelector('#meta').textContent.split('id ')[1], wrong: []})})).status""")
         assert refused == 403
+        # the token came in the address's #fragment only: gone from the address bar, kept for a reload
+        assert page.evaluate("location.hash") == ""
+        page.reload()
+        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 3 of 4')")
+        # the page without the token says where to get it
+        bare = browser.new_page()
+        bare.goto(server.url.split("#")[0])
+        bare.wait_for_function("document.querySelector('#progress-text').textContent.includes('#token=')")
         assert errors == []
     finally:
         server.kill()

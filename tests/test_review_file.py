@@ -128,3 +128,30 @@ def test_a_deleted_sheet_file_is_written_again_while_nothing_is_filled(tmp_path)
     with pytest.raises(ReviewPending):
         file_review(ISSUES, tmp_path)
     assert len(read_csv(tmp_path / "sheet.csv")) == 3
+
+
+def test_a_cell_over_the_csv_field_limit_is_one_clear_message(tmp_path):
+    from repair.review.sheet import FIELD_LIMIT
+
+    with pytest.raises(ReviewPending):
+        file_review(ISSUES, tmp_path)
+    rows = read_csv(tmp_path / "sheet.csv")
+    rows[0].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="男" * 200_000)
+    write_csv(tmp_path / "sheet.csv", rows)
+    with pytest.raises(ReviewPending):  # a long correction (over the csv module's default 131072) is read back
+        file_review(ISSUES, tmp_path)
+    rows[1].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="男" * (FIELD_LIMIT + 1))
+    write_csv(tmp_path / "sheet.csv", rows)
+    with pytest.raises(UserError, match=r"sheet.csv:3: not a readable CSV row .*more than 4,000,000 characters"):
+        file_review(ISSUES, tmp_path)
+
+
+def test_a_correction_with_a_line_separator_in_the_sheet_is_named(tmp_path):
+    with pytest.raises(ReviewPending):
+        file_review(ISSUES, tmp_path)
+    rows = read_csv(tmp_path / "sheet.csv")
+    rows[0].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="亲切的\u2028会谈")
+    write_csv(tmp_path / "sheet.csv", rows)
+    with pytest.raises(UserError, match=r"U\+2028 LINE SEPARATOR"):
+        file_review(ISSUES, tmp_path)
+    assert not (tmp_path / "judgments.jsonl").exists()

@@ -1,10 +1,13 @@
 """CorrectionStore, review_stats and load_corrections on hand-made judgments."""
 
 import json
+import os
+import time
 
 import pytest
 
 from repair.errors import UserError
+from repair.fileio import append_jsonl
 from repair.review.store import CorrectionStore, load_corrections, review_stats
 from helpers import make_issue
 
@@ -105,6 +108,85 @@ def test_hand_edited_corrections_are_kept_aside(tmp_path):
     (aside,) = tmp_path.glob("corrections.edited-*.jsonl")
     assert aside.read_text(encoding="utf-8") == "edited by hand\n"
     assert lines(tmp_path / "corrections.jsonl")[0]["source"] == BOY["container"]
+
+
+def test_a_hand_edit_found_at_start_is_kept_aside_once(tmp_path):
+    store = CorrectionStore(tmp_path, ISSUES)
+    store.record(BOY["id"], ["container"], "incorrect modification", {"container": "聪明的男孩的狗"})
+    store.close()
+    path = tmp_path / "corrections.jsonl"
+    path.write_text("edited by hand\n", encoding="utf-8")
+    later = path.stat().st_mtime_ns + 10**9
+    os.utime(path, ns=(later, later))  # edited after the last judgment
+    for _ in range(2):
+        CorrectionStore(tmp_path, ISSUES).close()
+    (aside,) = tmp_path.glob("corrections.edited-*.jsonl")
+    assert aside.read_text(encoding="utf-8") == "edited by hand\n"
+    assert lines(path)[0]["correction"] == "聪明的男孩的狗"
+
+
+def test_two_stores_of_one_process_write_in_turn_without_losing_or_copying(tmp_path):
+    a, b = CorrectionStore(tmp_path, ISSUES), CorrectionStore(tmp_path, ISSUES)
+    a.record(BOY["id"], ["container"], "incorrect modification", {"container": "聪明的男孩的狗"})
+    b.record(CHUMMY["id"], ["rti"], "under", {"rti": "亲切友好的双边会谈"})
+    assert {c["correction"] for c in lines(tmp_path / "corrections.jsonl")} == {"聪明的男孩的狗", "亲切友好的双边会谈"}
+    assert not list(tmp_path.glob("corrections.edited-*"))
+
+
+def test_a_crash_between_the_two_writes_is_repaired_when_the_folder_opens(tmp_path):
+    store = CorrectionStore(tmp_path, ISSUES)
+    store.record(BOY["id"], ["container"], "incorrect modification", {"container": "聪明的男孩的狗"})
+    store.close()
+    path = tmp_path / "corrections.jsonl"
+    before = path.read_bytes()
+    # killed after the judgment reached the log, before corrections.jsonl was rewritten, and in the middle of
+    # an atomic write: the log has a judgment the corrections lack, and a temporary file is left
+    time.sleep(0.01)
+    append_jsonl(tmp_path / "judgments.jsonl", {"issue": CHUMMY["id"], "wrong": ["rti"], "kind": "under-translation",
+                                               "corrections": {"rti": "亲切的双边会谈"}, "time": "t"})
+    (tmp_path / ".corrections.jsonl.x1y2.tmp").write_text("half")
+    assert path.read_bytes() == before
+    CorrectionStore(tmp_path, ISSUES).close()
+    assert {c["correction"] for c in lines(path)} == {"聪明的男孩的狗", "亲切的双边会谈"}
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".writer")) == [
+        "corrections.jsonl", "judgments.jsonl", "progress.json"]  # no temporary file, no "edited" copy
+    assert json.loads((tmp_path / "progress.json").read_text())["judged"] == 2
+
+
+def test_loop_reads_the_review_with_its_corrections_rebuilt(tmp_path):
+    store = CorrectionStore(tmp_path, ISSUES)
+    store.record(BOY["id"], [])
+    store.close()
+    append_jsonl(tmp_path / "judgments.jsonl", {"issue": BOY["id"], "wrong": ["container"], "kind": "under",
+                                               "corrections": {"container": "聪明的男孩的狗"}, "time": "t"})
+    with CorrectionStore(tmp_path, ISSUES):  # what stage_review does before it reads the review
+        pass
+    got, _ = load_corrections(tmp_path / "corrections.jsonl", {i["id"]: i for i in ISSUES})
+    assert [c["correction"] for c in got] == ["聪明的男孩的狗"]
+
+
+@pytest.mark.parametrize("ch", ["\u2028", "\u2029", "\x85", "\n", "\r", "\x0b", "\x0c", "\x1e", "\x00", "\x1b"])
+def test_a_correction_with_a_line_break_or_control_character_is_refused_before_it_is_saved(tmp_path, ch):
+    store = CorrectionStore(tmp_path, ISSUES)
+    with pytest.raises(UserError, match=rf"corrected rti translation contains a (line break|control character) "
+                                        rf"\(U\+{ord(ch):04X} .*\) at character 4; a translation is one line"):
+        store.record(BOY["id"], ["rti"], "under", {"rti": f"聪明的{ch}男孩"})
+    assert store.latest == {} and not (tmp_path / "judgments.jsonl").exists()
+
+
+def test_any_other_text_is_saved_reloaded_and_fine_tuned_on_unchanged(tmp_path):
+    from repair.data.prepare import clean_text
+
+    texts = ["聪明的男孩😀👍🏽", "男孩 שלום مرحبا", "男孩e\u0301\u0308", "\u200f男孩\u200e", "𠀀𪚥男孩", "男" * 100_000]
+    store = CorrectionStore(tmp_path, [BOY])
+    for t in texts:
+        store.record(BOY["id"], ["rti"], "under", {"rti": t})
+        store.close()
+        store = CorrectionStore(tmp_path, [BOY])
+        assert store.judgment(BOY["id"])["corrections"]["rti"] == t
+        (got,), _ = load_corrections(tmp_path / "corrections.jsonl", {BOY["id"]: BOY})
+        assert got["correction"] == t
+        assert clean_text(got["correction"]) == t  # what binarize_pairs gives fairseq to fine-tune on
 
 
 # ---------------------------------------------------------------- load_corrections

@@ -48,9 +48,10 @@ def auth(app):
     return {"X-Review-Token": app.state.token}
 
 
-def test_page_embeds_the_token_and_forbids_inline_scripts(app, client):
+def test_page_never_hands_out_the_token_and_forbids_inline_scripts(app, client):
     r = client.get("/")
-    assert r.status_code == 200 and app.state.token in r.text
+    assert r.status_code == 200 and app.state.token not in r.text
+    assert app.state.token not in client.get("/static/app.js").text
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert client.get("/static/app.js").headers["content-type"].startswith("text/javascript")
 
@@ -105,6 +106,139 @@ def test_bad_judgments_get_a_message(app, client, body, message):
     assert r.status_code == 400 and message in r.json()["error"]
 
 
+@pytest.mark.parametrize("content", [
+    b"[]", b"[1, 2]", b'"text"', b"null", b"[" * 100_000 + b"]" * 100_000, b'{"issue": ' * 50_000, b"\xff\xfe{",
+    b"not json",
+    json.dumps({"issue": [1], "wrong": []}).encode(),
+    json.dumps({"issue": {"a": 1}, "wrong": []}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": {"rti": 1}}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": [["rti"]]}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": ["rti"], "kind": 3, "corrections": {"rti": "聪明男孩"}}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": ["rti"], "kind": ["x"], "corrections": {"rti": "聪明男孩"}}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": ["聪明男孩"]}).encode(),
+    json.dumps({"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": 5}}).encode(),
+])
+def test_malformed_bodies_get_400_with_a_message(app, client, tmp_path, content):
+    r = client.post("/api/judge", headers={**auth(app), "Content-Type": "application/json"}, content=content)
+    assert r.status_code == 400 and r.json()["error"], r.text
+    assert not (tmp_path / "review" / "judgments.jsonl").exists()
+
+
+def test_a_body_over_the_limit_is_refused(app, client, tmp_path):
+    big = {"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": "男" * 1_000_000}}
+    r = client.post("/api/judge", headers=auth(app), json=big)
+    assert r.status_code == 413 and "larger than" in r.json()["error"]
+
+    def chunks():  # no Content-Length: counted as it streams
+        for _ in range(30):
+            yield b" " * 100_000
+    r = client.post("/api/judge", headers={**auth(app), "Content-Type": "application/json"}, content=chunks())
+    assert r.status_code == 413
+    assert not (tmp_path / "review" / "judgments.jsonl").exists()
+
+
+def test_line_breaks_are_refused_and_odd_text_round_trips_through_the_page(app, client, tmp_path):
+    body = {"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": "聪明的\u2028男孩"}}
+    r = client.post("/api/judge", headers=auth(app), json=body)
+    assert r.status_code == 400 and "U+2028 LINE SEPARATOR" in r.json()["error"]
+    text = "聪明的男孩😀 שלום e\u0301 " + "男" * 100_000
+    body["corrections"]["rti"] = text
+    assert client.post("/api/judge", headers=auth(app), json=body).status_code == 200
+    app.state.store.close()
+    restarted = create_app(ISSUES, tmp_path / "review")
+    state = TestClient(restarted, base_url="http://127.0.0.1").get("/api/state", headers=auth(restarted)).json()
+    assert state["judgments"][BOY["id"]]["corrections"]["rti"] == text
+
+
+def test_security_headers_on_every_response(tmp_path):
+    app = create_app(ISSUES, tmp_path / "review")
+
+    def boom(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    app.state.store.record = boom
+    client = TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False)
+    body = {"issue": BOY["id"], "wrong": []}
+    responses = [client.get("/"), client.get("/nowhere"), client.get("/static/nothing.js"),
+                 client.put("/api/judge"), client.get("/api/state"),
+                 TestClient(app, base_url="http://attacker.example").get("/"),
+                 client.post("/api/judge", headers=auth(app), json=body)]
+    assert [r.status_code for r in responses] == [200, 404, 404, 405, 403, 400, 500]
+    for r in responses:
+        assert "frame-ancestors 'none'" in r.headers["content-security-policy"], r.status_code
+        assert r.headers["x-content-type-options"] == "nosniff" and r.headers["cache-control"] == "no-store"
+    assert "Traceback" not in responses[-1].text and "a bug" not in responses[-1].text
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.7", "review.example"])
+def test_beyond_loopback_is_refused_without_public(tmp_path, host):
+    with pytest.raises(UserError, match=r"review.public=true \(--public\)"):
+        serve_review(ISSUES, tmp_path / "review", host=host, port=0)
+    assert not (tmp_path / "review").exists()
+
+
+def test_the_command_refuses_any_interface_without_public(tmp_path):
+    write_issues(tmp_path / "issues.jsonl")
+    r = subprocess.run([sys.executable, "-m", "repair.review", str(tmp_path), "--host", "0.0.0.0", "--port", "0"],
+                       cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "review.public=true (--public)" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_public_warns_keeps_the_host_check_and_hands_the_token_only_in_the_address(tmp_path, capsys):
+    box, ready = {}, threading.Event()
+
+    def on_ready(url):
+        box["url"] = url
+        ready.set()
+
+    def serve():
+        box["stats"] = serve_review(ISSUES, tmp_path / "review", host="0.0.0.0", port=0, public=True,
+                                    hosts=["review.example"], on_ready=on_ready)
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    assert "WARNING: serving on 0.0.0.0" in capsys.readouterr().err
+    port = re.search(r":(\d+)/", box["url"]).group(1)
+    _, token = page_token(box["url"].replace(f"//{socket.gethostname()}:", "//127.0.0.1:"))
+    base = f"http://127.0.0.1:{port}/"
+    for name, status in (("attacker.example", 400), ("review.example", 200), (socket.gethostname(), 200)):
+        r = httpx.get(base, headers={"Host": f"{name}:{port}"}, timeout=5)
+        assert r.status_code == status, name
+        assert token not in r.text
+    httpx.post(base + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
+    t.join(10)
+    assert not t.is_alive()
+
+
+def test_a_second_writer_is_told_who_holds_the_folder(tmp_path):
+    from repair.review.sheet import file_review
+
+    write_issues(tmp_path / "issues.jsonl")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=REPO,
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url, token = page_token(re.search(r"http://\S+/#token=[\w-]+", first.stdout.readline()).group(0))
+        second = subprocess.run([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=REPO,
+                                env=env, capture_output=True, text=True, timeout=60)
+        assert second.returncode == 2 and "Traceback" not in second.stderr
+        assert f"is open in process {first.pid} on" in second.stderr and "python -m repair.review" in second.stderr
+        with pytest.raises(UserError, match=f"open in process {first.pid}"):  # review=file rerun meanwhile
+            file_review(ISSUES, tmp_path / "review")
+        httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
+                   timeout=5).raise_for_status()
+    finally:
+        first.send_signal(signal.SIGINT)
+        first.communicate(timeout=15)
+    assert [j["issue"] for j in map(json.loads, (tmp_path / "review" / "judgments.jsonl").read_text().splitlines())] \
+        == [BOY["id"]]
+    with pytest.raises(Exception) as e:  # the folder is free again once the first has stopped
+        file_review(ISSUES, tmp_path / "review")
+    assert "review:" in str(e.value) and "open in process" not in str(e.value)
+
+
 def test_export_csv_and_finish(app, client, tmp_path):
     client.post("/api/judge", headers=auth(app), json={"issue": BOY["id"], "wrong": []})
     r = client.get("/api/export.csv", headers=auth(app))
@@ -120,11 +254,13 @@ def test_export_csv_and_finish(app, client, tmp_path):
 
 
 def page_token(url):
-    """The session token embedded in the page (the socket listens a moment before uvicorn serves)."""
+    """(address, session token) from the printed URL, once the page answers (the socket listens a moment
+    before uvicorn serves)."""
+    base, token = re.fullmatch(r"(http://\S+/)#token=([\w-]+)", url).groups()
     for _ in range(50):
         try:
-            page = httpx.get(url, timeout=2).text
-            return page.split('name="review-token" content="')[1].split('"')[0]
+            httpx.get(base, timeout=2).raise_for_status()
+            return base, token
         except httpx.TransportError:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not answer")
@@ -144,11 +280,11 @@ def test_serve_review_returns_the_stats_on_finish(tmp_path):
     t = threading.Thread(target=serve, daemon=True)
     t.start()
     assert ready.wait(10)
-    token = page_token(box["url"])
-    assert httpx.post(box["url"] + "api/finish", timeout=5).status_code == 403
-    httpx.post(box["url"] + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
+    url, token = page_token(box["url"])
+    assert httpx.post(url + "api/finish", timeout=5).status_code == 403
+    httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
-    httpx.post(box["url"] + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
+    httpx.post(url + "api/finish", headers={"X-Review-Token": token}, timeout=5).raise_for_status()
     t.join(10)
     assert not t.is_alive()
     assert box["stats"] == {"judged": 1, "with_error": 0, "precision": 0.0, "total": 2}
@@ -191,8 +327,7 @@ def test_ctrl_c_keeps_the_judgments_and_says_how_to_go_on(tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "repair.review", str(tmp_path), "--port", "0"], cwd=REPO,
                             env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    url = re.search(r"http://\S+/", proc.stdout.readline()).group(0)
-    token = page_token(url)
+    url, token = page_token(re.search(r"http://\S+/#token=[\w-]+", proc.stdout.readline()).group(0))
     httpx.post(url + "api/judge", headers={"X-Review-Token": token}, json={"issue": BOY["id"], "wrong": []},
                timeout=5).raise_for_status()
     proc.send_signal(signal.SIGINT)

@@ -47,6 +47,45 @@ FAIRSEQ_SAFE_GLOBALS += _numpy_globals()
 torch.serialization.add_safe_globals(FAIRSEQ_SAFE_GLOBALS)
 
 
+def _refused(path, e: pickle.UnpicklingError) -> UserError:
+    text = str(e)
+    if "Weights only load failed" not in text:
+        return UserError(f"{path}: not a readable PyTorch checkpoint ({text.strip()[:200]})")
+    found = [l.strip() for l in text.splitlines() if "Unsupported global" in l or "not an allowed global" in l]
+    return UserError(
+        f"{path}: refused to load, it pickles an object that fairseq checkpoints never contain "
+        f"({found[0] if found else 'unsupported global'}). Load checkpoints only from a source you trust; "
+        f"this loader never runs code from a checkpoint."
+    )
+
+
+class _WeightsOnlyTorch:
+    """torch as fairseq's checkpoint_utils sees it: `load` always passes weights_only=True, which torch honours
+    over TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (that variable only changes loads that leave weights_only unset)."""
+
+    def __init__(self, module):
+        self._torch = module
+
+    def __getattr__(self, name):
+        return getattr(self._torch, name)
+
+    def load(self, f, *args, **kwargs):
+        kwargs["weights_only"] = True
+        try:
+            return self._torch.load(f, *args, **kwargs)
+        except pickle.UnpicklingError as e:
+            raise _refused(getattr(f, "name", f), e) from None
+
+
+def force_weights_only() -> None:
+    """Make fairseq's own checkpoint loading (resuming a training, fine-tuning from a model) weights-only,
+    whatever the environment says."""
+    from fairseq import checkpoint_utils
+
+    if not isinstance(checkpoint_utils.torch, _WeightsOnlyTorch):
+        checkpoint_utils.torch = _WeightsOnlyTorch(checkpoint_utils.torch)
+
+
 def load_checkpoint(path: str | os.PathLike) -> dict:
     """The state dict of a fairseq checkpoint, loaded on CPU with weights_only=True.
 
@@ -64,15 +103,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        text = str(e)
-        if "Weights only load failed" not in text:
-            raise UserError(f"{path}: not a readable PyTorch checkpoint ({text.strip()[:200]})") from None
-        found = [l.strip() for l in text.splitlines() if "Unsupported global" in l or "not an allowed global" in l]
-        raise UserError(
-            f"{path}: refused to load, it pickles an object that fairseq checkpoints never contain "
-            f"({found[0] if found else 'unsupported global'}). Load checkpoints only from a source you trust; "
-            f"this loader never runs code from a checkpoint."
-        ) from None
+        raise _refused(path, e) from None
     except Exception as e:  # torch raises many types for a file that is not a checkpoint at all
         raise UserError(f"{path}: not a readable PyTorch checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
     if not isinstance(state, dict) or "model" not in state or not ("cfg" in state or "args" in state):

@@ -19,7 +19,7 @@ from typing import Sequence
 from repair.data.prepare import binarize_pairs
 from repair.nmt.preprocessing import ModelFiles, write_model_folder
 from repair.errors import UserError
-from repair.fileio import append_jsonl, write_json_atomic
+from repair.fileio import append_jsonl, read_json, write_json_atomic
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.train import _set_threads, read_curve, run_training, use_cuda
 
@@ -100,14 +100,16 @@ def finetune_model(
                 "patience": patience, "max_epoch": max_epoch, "seed": seed, "max_tokens": max_tokens}
     result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
     if settings_path.is_file():
-        old = json.loads(settings_path.read_text(encoding="utf-8"))
+        old = read_json(settings_path)
+        if not isinstance(old, dict):
+            raise UserError(f"{settings_path}: not the settings of a fine-tune (a JSON object); remove {save_dir}")
         changed = sorted(k for k in settings if old.get(k) != settings[k])
         if changed:
             raise UserError(f"{save_dir} holds a fine-tune with other settings ({', '.join(changed)} differ); "
                             f"remove the folder or fine-tune into another one")
         if result_path.is_file():
             logger.info("fine-tune in %s already finished", save_dir)
-            return json.loads(result_path.read_text(encoding="utf-8"))
+            return read_json(result_path)
     base_state = load_checkpoint(base_checkpoint)
     save_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(settings_path, settings)

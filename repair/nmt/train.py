@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
-from repair.nmt.checkpoint import heal_checkpoints  # also allowlists fairseq's checkpoint classes for torch.load
+from repair.nmt.checkpoint import force_weights_only, heal_checkpoints  # also allowlists fairseq's classes
 from repair.nmt.fairseq_config import fairseq_option_args, training_config
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,7 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         for attr in attrs:
             if hasattr(fn, attr):
                 delattr(fn, attr)
+    force_weights_only()  # a checkpoint_last.pt from elsewhere never runs code, whatever the environment
     heal_checkpoints(cfg.checkpoint.save_dir)  # a run killed while fairseq copied a checkpoint
     best, runs, stopped = patience_state(cfg)
     if stopped:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 
 import hydra
 from omegaconf import DictConfig
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import read_text_lines
+from repair.fileio import check_folder_overrides, read_text_lines
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
@@ -71,5 +72,11 @@ def main(cfg: DictConfig) -> None:
     purity(cfg, HydraConfig.get().runtime.output_dir)
 
 
-if __name__ == "__main__":
+@exit_on_user_error
+def cli() -> None:
+    check_folder_overrides(sys.argv[1:], ["out"])  # Hydra makes `out` before main runs
     main()
+
+
+if __name__ == "__main__":
+    cli()

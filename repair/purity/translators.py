@@ -31,9 +31,9 @@ class MissingTranslations(UserError):
         self.missing = missing
 
 
-def read_table(path: str | Path) -> dict[str, str]:
+def read_table(path: str | Path, empty_ok: bool = False) -> dict[str, str]:
     """`source<TAB>translation` rows of a UTF-8 TSV; blank lines are skipped, a bad row is
-    named by its line."""
+    named by its line. An empty translation is such a row unless `empty_ok` (a model's own output)."""
     from repair.fileio import read_text_lines
 
     table: dict[str, str] = {}
@@ -49,6 +49,9 @@ def read_table(path: str | Path) -> dict[str, str]:
             raise UserError(f"{path}:{number}: more than one tab in this row; each row is source<TAB>translation")
         if not source:
             raise UserError(f"{path}:{number}: empty source text before the tab")
+        if not translation and not empty_ok:
+            raise UserError(f"{path}:{number}: empty translation after the tab for {source!r}; translate it or "
+                            "remove the row (a text without a row is listed in to_translate.txt)")
         if source in table and table[source] != translation:
             raise UserError(f"{path}:{number}: {source!r} has a different translation on line "
                             f"{first_line[source]}; keep one")

@@ -1,4 +1,4 @@
-"""`python -m repair.review RUN_DIR [--port N] [--host H] [--open]`: serve the review page for a run folder.
+"""`python -m repair.review RUN_DIR [--port N] [--host H --public] [--open]`: serve the review page for a run folder.
 
 RUN_DIR is a folder with issues.jsonl, or with test/issues.jsonl (one cycle of the loop: RUN_DIR/cycleK),
 or a loop run folder holding cycle*/test/issues.jsonl (the last cycle whose review is not done is served,
@@ -63,6 +63,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("run_dir", type=Path, help="run folder (with issues.jsonl, test/issues.jsonl or cycle*/)")
     ap.add_argument("--port", type=int, default=8765, help="port (0: any free one); default 8765")
     ap.add_argument("--host", default="127.0.0.1", help="address to serve on; default 127.0.0.1 (this machine only)")
+    ap.add_argument("--public", action="store_true",
+                    help="allow a --host beyond loopback (0.0.0.0, ::, a LAN address): anyone who can reach the port "
+                         "sees the page; only the printed address (with its #token) can change the review")
+    ap.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                    help="another name the page is reached by (Host header), e.g. the machine's DNS name; repeatable")
     ap.add_argument("--cycle", type=int, default=None, help="which cycle of a loop run (default: the last open one)")
     ap.add_argument("--open", action="store_true", help="open the page in the default browser")
     args = ap.parse_args(argv)
@@ -71,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
 
     issues_path, review_dir = locate(args.run_dir, args.cycle)
     issues = read_issues(issues_path)
-    serve_review(issues, review_dir, host=args.host, port=args.port, open_browser=args.open)
+    serve_review(issues, review_dir, host=args.host, port=args.port, open_browser=args.open, public=args.public,
+                 hosts=args.allow_host)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,11 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
     An issue with a source that has no reference is left for a person (counted in `needs_person`).
     Running it again on the same folder adds nothing: equal judgments are not repeated.
     """
-    store = CorrectionStore(review_dir, issues)
+    with CorrectionStore(review_dir, issues) as store:
+        return _oracle_review(store, issues, references)
+
+
+def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
     items, needs_person = [], []
     for issue in issues:
         refs = {side: references.get(issue[side]) for side in SIDES}

@@ -5,12 +5,11 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import json
 import os
 from pathlib import Path
 
 from repair.errors import UserError
-from repair.fileio import read_text_lines, write_jsonl_atomic, write_text_atomic
+from repair.fileio import iter_jsonl, json_line, read_text_lines, write_jsonl_atomic, write_text_atomic
 from repair.review.store import KINDS, SIDES, CorrectionStore, parse_kind, squeeze
 
 SHEET_CSV = "sheet.csv"
@@ -22,6 +21,8 @@ YES = {"yes", "y", "x", "1", "true", "wrong", "是", "错"}
 NO = {"no", "n", "0", "false", "ok", "否", "对"}
 # A spreadsheet runs a cell that starts with one of these as a formula; model output is untrusted.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+# The longest cell read back (the csv module's default, 131072, is near a long correction's size).
+FIELD_LIMIT = 4_000_000
 
 
 class ReviewPending(UserError):
@@ -110,13 +111,23 @@ def _read_csv(path: Path) -> list[tuple[str, dict]]:
     text = path.read_bytes().decode("utf-8-sig")
     head = text.split("\n", 1)[0]
     delimiter = max(",;\t", key=head.count)  # a spreadsheet in some locales saves with ; or tabs
+    if csv.field_size_limit() < FIELD_LIMIT:
+        csv.field_size_limit(FIELD_LIMIT)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
     missing = [c for c in ("id", *TO_FILL) if c not in (reader.fieldnames or [])]
     if missing:
         raise UserError(f"{path}:1: the header lacks the column(s) {', '.join(missing)}")
     out = []
     start = 2
-    for row in reader:
+    rows = iter(reader)
+    while True:
+        try:
+            row = next(rows)
+        except StopIteration:
+            break
+        except csv.Error as e:
+            raise UserError(f"{path}:{start}: not a readable CSV row ({e}); a cell may have lost its "
+                            f"closing quote, or holds more than {FIELD_LIMIT:,} characters") from None
         where = f"{path}:{start}"
         start = reader.line_num + 1
         if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
@@ -127,14 +138,8 @@ def _read_csv(path: Path) -> list[tuple[str, dict]]:
 
 def _read_jsonl(path: Path) -> list[tuple[str, dict]]:
     out = []
-    for n, line in enumerate(read_text_lines(path), 1):
-        if not line.strip():
-            continue
+    for n, row in iter_jsonl(path):
         where = f"{path}:{n}"
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{where}: not valid JSON ({e.msg})") from None
         if not isinstance(row, dict) or "id" not in row:
             raise UserError(f"{where}: each line must be an object with an 'id'")
         out.append((where, row))
@@ -183,11 +188,15 @@ def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: s
     are recorded on every call, and ReviewPending is raised while rows remain.
     """
     review_dir = Path(review_dir)
-    store = CorrectionStore(review_dir, issues)
+    with CorrectionStore(review_dir, issues) as store:
+        return _file_review(store, issues, review_dir, rerun_hint)
+
+
+def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, rerun_hint: str | None) -> list[dict]:
     csv_path, jsonl_path = review_dir / SHEET_CSV, review_dir / SHEET_JSONL
     pristine_rows = sheet_rows(issues)
     pristine_csv = csv_text(pristine_rows)
-    pristine_jsonl = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in _jsonl_rows(pristine_rows))
+    pristine_jsonl = "".join(json_line(r) for r in _jsonl_rows(pristine_rows))
     hint = f"\nRun again: {rerun_hint}" if rerun_hint else ""
     untouched = all(not p.exists() or not _edited(p, pristine)
                     for p, pristine in ((csv_path, pristine_csv), (jsonl_path, pristine_jsonl)))

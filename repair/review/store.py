@@ -1,25 +1,31 @@
 """Judgments and corrections on disk: recorded as they are made, validated when read back.
 
-review/judgments.jsonl   the log: one line per judgment, appended and fsynced; the latest line of an issue wins.
+review/judgments.jsonl   the record: one line per judgment, appended and fsynced before a save is acknowledged;
+                         the latest line of an issue wins.
 review/corrections.jsonl derived from the latest judgments, one line per (source, correction), rewritten
                          atomically after every judgment, so a judgment revised to "no error" withdraws its
-                         correction and a reader never sees half a file.
+                         correction and a reader never sees half a file. Rebuilt from the log whenever a store
+                         opens the folder (server start, a rerun of the review stage, the loop reading the
+                         review) if it is older than the log and disagrees with it (a crash between the two writes).
 review/progress.json     judged n of N and the precision so far, for a person and for `review_stats`.
+review/.writer.lock      held (flock) by the one process that may write the folder while its store is open.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
-import shutil
+import unicodedata
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
 from repair.errors import UserError
-from repair.fileio import append_jsonl, read_text_lines, write_json_atomic, write_jsonl_atomic
+from repair.fileio import (FolderLock, append_jsonl, drop_torn_tail, iter_jsonl, json_line, read_json,
+                           remove_temp_files, write_json_atomic, write_text_atomic)
 
 log = logging.getLogger(__name__)
 
@@ -62,37 +68,29 @@ def squeeze(text: str) -> str:
     return "".join(text.split())
 
 
-# ---------------------------------------------------------------- the judgment log
+CONTROL_NAMES = {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE", "\x0b": "LINE TABULATION",
+                 "\x0c": "FORM FEED", "\x1c": "FILE SEPARATOR", "\x1d": "GROUP SEPARATOR", "\x1e": "RECORD SEPARATOR",
+                 "\x00": "NULL", "\x1b": "ESCAPE"}
+LINE_BREAK_CONTROLS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85"  # the controls str.splitlines breaks at
 
 
-def _torn_tail(data: bytes) -> int | None:
-    """Where a last line cut short by a crash mid-write starts, or None when the log ends whole.
+def line_trouble(text: str) -> str | None:
+    """Why `text` cannot be one translation (a line break or a control character, named with its place), or None.
 
-    A line is on disk whole once append_jsonl returns; a last line without its newline that is not JSON
-    was never acknowledged to anyone, so it can go.
+    A corrected translation becomes one line of a parallel corpus; a line or paragraph separator pasted from a
+    web page or a PDF, or an invisible control character, would be cut or dropped on the way to fine-tuning.
     """
-    if not data or data.endswith(b"\n"):
-        return None
-    cut = data.rfind(b"\n") + 1
-    try:
-        json.loads(data[cut:].decode("utf-8"))
-        return None
-    except (UnicodeDecodeError, ValueError):
-        return cut
+    for n, ch in enumerate(text, 1):
+        cat = unicodedata.category(ch)
+        if cat in ("Zl", "Zp") or (cat == "Cc" and ch != "\t") or cat == "Cs":
+            name = unicodedata.name(ch, CONTROL_NAMES.get(ch, "a lone surrogate" if cat == "Cs" else "a control character"))
+            what = "a line break" if cat in ("Zl", "Zp") or ch in LINE_BREAK_CONTROLS else \
+                "a broken character" if cat == "Cs" else "a control character"
+            return f"contains {what} (U+{ord(ch):04X} {name}) at character {n}; a translation is one line: remove it"
+    return None
 
 
-def _log_lines(path: Path) -> list[tuple[int, str]]:
-    """(line number, text) of the non-blank lines of a log, without a torn last line."""
-    data = path.read_bytes()
-    cut = _torn_tail(data)
-    if cut is not None:
-        data = data[:cut]
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise UserError(f"{path}:{line}: not UTF-8") from None
-    return [(n, s) for n, s in enumerate(text.splitlines(), 1) if s.strip()]
+# ---------------------------------------------------------------- the judgment log
 
 
 def _check_judgment(j: Any, where: str) -> dict:
@@ -123,11 +121,7 @@ def read_judgments(review_dir: str | os.PathLike) -> dict[str, dict]:
     latest: dict[str, dict] = {}
     if not path.exists():
         return latest
-    for n, line in _log_lines(path):
-        try:
-            j = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{n}: not valid JSON ({e.msg})") from None
+    for n, j in iter_jsonl(path, skip_torn_tail=True):
         _check_judgment(j, f"{path}:{n}")
         latest.pop(j["issue"], None)
         latest[j["issue"]] = j
@@ -164,18 +158,43 @@ class CorrectionStore:
         self.corrections_path = self.dir / CORRECTIONS
         self.progress_path = self.dir / PROGRESS
         self.issues: dict[str, dict] | None = {i["id"]: i for i in issues} if issues is not None else None
-        self._drop_torn_tail()
+        self.lock = FolderLock(self.dir, "review folder").acquire()
+        try:
+            if drop_torn_tail(self.judgments_path):
+                log.warning("%s: dropped an unfinished last line (written when a run was killed)", self.judgments_path)
+            for p in remove_temp_files(self.dir):
+                log.info("removed %s, left by a write that was killed", p)
+            self._load(warn=True)
+            self._corrections_seen: str | None = None
+            if self.issues is not None:
+                self.sync()
+        except BaseException:
+            self.lock.release()
+            raise
+
+    def _load(self, warn: bool = False) -> None:
         latest = read_judgments(self.dir)
+        self._log_state = _file_state(self.judgments_path)
         if self.issues is not None:
             stray = [i for i in latest if i not in self.issues]
-            if stray:
+            if stray and warn:
                 log.warning(
                     "%s: %d judgment(s) name issues this run does not have (e.g. %s); they are kept in the log "
                     "and left out of corrections and figures",
                     self.judgments_path, len(stray), ", ".join(stray[:3]),
                 )
-                latest = {k: v for k, v in latest.items() if k in self.issues}
+            latest = {k: v for k, v in latest.items() if k in self.issues}
         self.latest = latest
+
+    def close(self) -> None:
+        """Let another process write the folder."""
+        self.lock.release()
+
+    def __enter__(self) -> "CorrectionStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # -- reading
 
@@ -224,23 +243,34 @@ class CorrectionStore:
         return self.record_many([(issue_id, wrong, kind, corrections, kinds)])[0]
 
     def record_many(self, items: Iterable[tuple]) -> list[dict]:
-        """Judge several issues, rewriting corrections once; a judgment equal to the latest is not repeated."""
+        """Judge several issues, rewriting corrections once; a judgment equal to the latest is not repeated.
+
+        Each judgment is on disk (fsynced in the log) before the next is made and before this returns.
+        """
         if self.issues is None:
             raise ValueError("CorrectionStore needs the issues to record judgments")
-        before = self._corrections_text()
+        if _file_state(self.judgments_path) != self._log_state:
+            self._load()  # another store of this process wrote the log since: start from what it holds
+            if self.corrections_path.exists():
+                current = self.corrections_path.read_bytes().decode("utf-8", "replace")
+                if current == self._corrections_text():
+                    self._corrections_seen = current  # and kept corrections.jsonl in step with it
         made = []
-        for issue_id, wrong, kind, corrections, kinds in items:
-            j = self._judgment(issue_id, wrong, kind, corrections, kinds)
-            old = self.latest.get(issue_id)
-            if old is not None and _same(old, j):
-                made.append(old)
-                continue
-            append_jsonl(self.judgments_path, j)
-            self.latest.pop(issue_id, None)
-            self.latest[issue_id] = j
-            made.append(j)
-        self._write_corrections(before)
-        write_json_atomic(self.progress_path, {**self.stats(), "time": now_iso()})
+        try:
+            for issue_id, wrong, kind, corrections, kinds in items:
+                j = self._judgment(issue_id, wrong, kind, corrections, kinds)
+                old = self.latest.get(issue_id)
+                if old is not None and _same(old, j):
+                    made.append(old)
+                    continue
+                append_jsonl(self.judgments_path, j)
+                self.latest.pop(issue_id, None)
+                self.latest[issue_id] = j
+                made.append(j)
+        finally:
+            self._log_state = _file_state(self.judgments_path)
+            if made:
+                self.sync()
         return made
 
     def _judgment(self, issue_id, wrong, kind, corrections, kinds) -> dict:
@@ -259,6 +289,9 @@ class CorrectionStore:
             text = (corrections.get(side) or "").strip()
             if not text:
                 raise UserError(f"issue {issue_id}: the {side} translation is marked wrong but has no correction")
+            trouble = line_trouble(text)
+            if trouble:
+                raise UserError(f"issue {issue_id}: the corrected {side} translation {trouble}")
             if squeeze(text) == squeeze(issue[f"{side}_translation"]):
                 raise UserError(
                     f"issue {issue_id}: the corrected {side} translation is still the model's translation"
@@ -277,34 +310,58 @@ class CorrectionStore:
         return j
 
     def _corrections_text(self) -> str:
-        return "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in self.corrections())
+        return "".join(json_line(c) for c in self.corrections())
 
-    def _write_corrections(self, expected: str) -> None:
-        rows = self.corrections()
-        if self.corrections_path.exists():
-            current = self.corrections_path.read_bytes().decode("utf-8", "replace")
-            new = "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in rows)
-            if current == new:
-                return
-            if current != expected and current.strip():
-                # Edited by hand since it was last written: keep that edit beside it, nothing lost.
-                aside = self.dir / f"corrections.edited-{datetime.now():%Y%m%d-%H%M%S}.jsonl"
-                shutil.copy2(self.corrections_path, aside)
-                log.warning("%s was edited by hand; that version is kept as %s", self.corrections_path, aside)
-        write_jsonl_atomic(self.corrections_path, rows)
+    def sync(self) -> None:
+        """Make corrections.jsonl and progress.json agree with the judgment log, the one record.
 
-    def _drop_torn_tail(self) -> None:
-        path = self.judgments_path
-        if not path.exists():
-            return
-        cut = _torn_tail(path.read_bytes())
-        if cut is None:
-            return
-        log.warning("%s: dropped an unfinished last line (written when a run was killed)", path)
-        with open(path, "r+b") as f:
-            f.truncate(cut)
-            f.flush()
-            os.fsync(f.fileno())
+        A corrections file that differs from what this store last saw of it, or (when the store has just opened)
+        is newer than the log, was edited by hand: that version is kept beside it as
+        corrections.edited-<hash>.jsonl before it is rebuilt. One older than the log is a crash's leftover.
+        """
+        new = self._corrections_text()
+        path = self.corrections_path
+        if path.exists():
+            current = path.read_bytes().decode("utf-8", "replace")
+            if current != new:
+                if self._corrections_seen is not None:
+                    by_hand = current != self._corrections_seen
+                else:
+                    log_time = self.judgments_path.stat().st_mtime_ns if self.judgments_path.exists() else -1
+                    by_hand = path.stat().st_mtime_ns > log_time
+                if by_hand and current.strip():
+                    digest = hashlib.sha256(current.encode("utf-8")).hexdigest()[:12]
+                    aside = self.dir / f"corrections.edited-{digest}.jsonl"
+                    if not aside.exists():
+                        write_text_atomic(aside, current)
+                    log.warning("%s was edited by hand; that version is kept as %s and the file is rebuilt from "
+                                "%s", path, aside, self.judgments_path)
+                write_text_atomic(path, new)
+        elif self.judgments_path.exists():
+            write_text_atomic(path, new)
+        self._corrections_seen = new
+        stats = self.stats()
+        old = _read_progress(self.progress_path)
+        if self.judgments_path.exists() and any(old.get(k) != v for k, v in stats.items()):
+            write_json_atomic(self.progress_path, {**old, **stats, "time": now_iso()})
+
+
+def _file_state(path: Path) -> tuple | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_ino)
+
+
+def _read_progress(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        obj = read_json(path)
+    except UserError:
+        return {}  # derived: rebuilt from the log
+    return obj if isinstance(obj, dict) else {}
 
 
 def review_stats(review_dir: str | os.PathLike, issues: Iterable[dict] | None = None) -> dict:
@@ -319,11 +376,8 @@ def review_stats(review_dir: str | os.PathLike, issues: Iterable[dict] | None = 
         ids = {i["id"] for i in issues}
         latest = {k: v for k, v in latest.items() if k in ids}
         total = len(ids)
-    elif (review_dir / PROGRESS).exists():
-        try:
-            total = json.loads((review_dir / PROGRESS).read_text(encoding="utf-8")).get("total")
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            total = None
+    else:
+        total = _read_progress(review_dir / PROGRESS).get("total")
     return _stats(latest, total)
 
 
@@ -340,12 +394,8 @@ def load_corrections(path: str | os.PathLike, issues_by_id: dict[str, dict] | No
     """
     path = Path(path)
     rows: list[tuple[int, dict]] = []
-    for n, line in ((n, s) for n, s in enumerate(read_text_lines(path), 1) if s.strip()):
+    for n, c in iter_jsonl(path):
         where = f"{path}:{n}"
-        try:
-            c = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{where}: not valid JSON ({e.msg})") from None
         if not isinstance(c, dict):
             raise UserError(f"{where}: a correction must be a JSON object with {', '.join(CORRECTION_KEYS)}")
         missing = [k for k in CORRECTION_KEYS if k not in c]
@@ -354,6 +404,9 @@ def load_corrections(path: str | os.PathLike, issues_by_id: dict[str, dict] | No
         for k in ("source", "translation", "correction"):
             if not isinstance(c[k], str) or not c[k].strip():
                 raise UserError(f"{where}: '{k}' must be a non-empty text")
+        trouble = line_trouble(c["correction"])
+        if trouble:
+            raise UserError(f"{where}: the correction {trouble}")
         try:
             c["kind"] = parse_kind(c["kind"])
         except ValueError as e:

@@ -1,17 +1,22 @@
-"""The review page: a small Starlette app on loopback, every judgment saved through CorrectionStore as it is made.
+"""The review page: a small Starlette app, every judgment saved through CorrectionStore as it is made.
 
 Safety: the page's script is a static file and puts data into the page with textContent only; a strict
-Content-Security-Policy forbids inline scripts besides; every /api request carries the session's token
-(made at start, embedded in the page) or gets 403; the Host header must be the one served (no DNS
-rebinding); no request value is used as a path (assets are served from a fixed table).
+Content-Security-Policy forbids inline scripts besides, and every response carries the security headers;
+every /api request carries the session's token (made at start, handed out only in the printed address's
+#fragment, never in a page) or gets 403; the Host header must be a name the page is served under (no DNS
+rebinding); no request value is used as a path (assets are served from a fixed table); request bodies over
+MAX_BODY bytes get 413, malformed ones 400. Serving beyond loopback needs `public=True`.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import os
 import secrets
 import socket
+import sys
 import threading
 import webbrowser
 from importlib import resources
@@ -45,24 +50,104 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "[::1]")
+ANY = ("0.0.0.0", "::", "")
+MAX_BODY = 2 * 1024 * 1024  # two 100 kB corrections fit many times over; a 20 MB body does not
 
 
 def _asset(name: str) -> str:
     return resources.files("repair.review").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def allowed_hosts(host: str) -> list[str]:
-    if host in ("0.0.0.0", "::", ""):
-        return ["*"]  # the person asked to serve every interface
-    return sorted({host, *LOOPBACK} if host in LOOPBACK else {host})
+def is_loopback(host: str) -> bool:
+    if host in LOOPBACK:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def allowed_hosts(host: str, names: list[str] | tuple[str, ...] = ()) -> list[str]:
+    """Host header values the page answers to: the address served and the `names` given, never any name."""
+    allowed = {host, *names} - set(ANY)
+    if is_loopback(host) or host in ANY:
+        allowed |= set(LOOPBACK)
+    if host in ANY:
+        allowed |= {socket.gethostname(), socket.getfqdn()}
+    return sorted(allowed)
+
+
+def check_exposure(host: str, public: bool) -> None:
+    """Refuse a non-loopback address unless asked for; warn when it is."""
+    if is_loopback(host):
+        return
+    shown = host or "every interface"
+    if not public:
+        raise UserError(
+            f"serving the review page on {shown} opens it to anyone who can reach this machine's port, over plain "
+            "HTTP. Serve on 127.0.0.1 and reach it through an SSH tunnel (ssh -L 8765:127.0.0.1:8765 HOST), or "
+            "allow it explicitly: review.public=true (--public)"
+        )
+    print(f"review: WARNING: serving on {shown}, beyond this machine. Anyone who can reach the port gets the "
+          "page; only the printed address (its #token) shows the issues and changes the review: give it to the "
+          "reviewer alone. Plain HTTP, so the token crosses the network unencrypted: use a network you trust.",
+          file=sys.stderr, flush=True)
+
+
+class SecurityHeaders:
+    """ASGI middleware: the security headers on every response, the ones Starlette makes itself (404, 400) too."""
+
+    def __init__(self, app):
+        self.app = app
+        self.headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in SECURITY_HEADERS.items()]
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                present = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *((k, v) for k, v in self.headers if k not in present)]}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+async def read_json_body(request: Request) -> object:
+    """The request's JSON, or BadRequest: 413 over MAX_BODY bytes (by its header or as it streams), 400 if not JSON."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise BadRequest(413, f"the request is larger than {MAX_BODY:,} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            raise BadRequest(413, f"the request is larger than {MAX_BODY:,} bytes")
+    try:
+        return json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise BadRequest(400, "the request is not JSON (UTF-8)") from None
+    except RecursionError:
+        raise BadRequest(400, "the request's JSON is nested too deeply") from None
 
 
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
-               host: str = "127.0.0.1", on_finish=None) -> Starlette:
-    """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish."""
+               host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None) -> Starlette:
+    """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
+
+    It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
+    """
     store = CorrectionStore(review_dir, issues)
     token = token or secrets.token_urlsafe(32)
-    page = _asset("index.html").replace("__REVIEW_TOKEN__", token)
+    page = _asset("index.html")
     assets = {name: _asset(name) for name in ASSET_TYPES}
     by_id = {i["id"]: i for i in issues}
     page_issues = [{k: i.get(k) for k in ISSUE_FIELDS} for i in issues]
@@ -71,8 +156,8 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
 
     def refused() -> Response:
-        return JSONResponse({"error": "missing or wrong session token; reload the page"}, status_code=403,
-                            headers=SECURITY_HEADERS)
+        return JSONResponse({"error": "missing or wrong session token; open the address the review command printed"},
+                            status_code=403, headers=SECURITY_HEADERS)
 
     def answer(obj, status: int = 200) -> Response:
         return JSONResponse(obj, status_code=status, headers=SECURITY_HEADERS)
@@ -99,19 +184,23 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         if not authorised(request):
             return refused()
         try:
-            body = await request.json()
-        except ValueError:
-            return answer({"error": "the request is not JSON"}, 400)
-        if not isinstance(body, dict) or body.get("issue") not in by_id:
-            return answer({"error": "unknown issue"}, 400)
-        wrong = body.get("wrong")
+            body = await read_json_body(request)
+        except BadRequest as e:
+            return answer({"error": str(e)}, e.status)
+        if not isinstance(body, dict):
+            return answer({"error": "a judgment must be a JSON object"}, 400)
+        issue, wrong, kind = body.get("issue"), body.get("wrong"), body.get("kind")
         corrections = body.get("corrections") or {}
-        if (not isinstance(wrong, list) or any(w not in SIDES for w in wrong)
+        if not isinstance(issue, str) or issue not in by_id:
+            return answer({"error": "unknown issue"}, 400)
+        if (not isinstance(wrong, list) or any(not isinstance(w, str) or w not in SIDES for w in wrong)
                 or not isinstance(corrections, dict)
-                or any(not isinstance(corrections.get(s, ""), str) for s in SIDES)):
-            return answer({"error": "bad judgment"}, 400)
+                or any(not isinstance(corrections.get(s, ""), str) for s in SIDES)
+                or not (kind is None or isinstance(kind, str))):
+            return answer({"error": "bad judgment: 'wrong' must list container / rti, 'kind' be a text and "
+                                    "'corrections' map each side to a text"}, 400)
         try:
-            j = store.record(body["issue"], wrong, body.get("kind"), {s: corrections.get(s, "") for s in wrong})
+            j = store.record(issue, wrong, kind, {s: corrections.get(s, "") for s in wrong})
         except UserError as e:
             return answer({"error": str(e)}, 400)
         return answer({"judgment": j, "stats": store.stats(), "prefill": prefill()})
@@ -127,13 +216,19 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         if not authorised(request):
             return refused()
         app.state.finished = True
+        store.sync()
         stats = store.stats()
         write_json_atomic(store.progress_path, {**stats, "finished": True, "time": now_iso()})
         if on_finish is not None:
             on_finish()
         return answer({"stats": stats})
 
+    async def server_error(request: Request, exc: Exception) -> Response:
+        return PlainTextResponse("internal error; the server's log says more", status_code=500,
+                                 headers=SECURITY_HEADERS)
+
     app = Starlette(
+        exception_handlers={500: server_error},
         routes=[
             Route("/", index),
             Route("/static/{name}", asset),
@@ -143,7 +238,8 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             Route("/api/export.csv", export),
             Route("/api/finish", finish, methods=["POST"]),
         ],
-        middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host), www_redirect=False)],
+        middleware=[Middleware(SecurityHeaders),
+                    Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts(host, hosts), www_redirect=False)],
     )
     app.state.token = token
     app.state.finished = False
@@ -168,47 +264,55 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve_review(issues: list[dict], review_dir: str | os.PathLike, *, host: str = "127.0.0.1",
-                 port: int = 8765, open_browser: bool = False, on_ready=None) -> dict:
+                 port: int = 8765, open_browser: bool = False, on_ready=None, public: bool = False,
+                 hosts: list[str] | tuple[str, ...] = ()) -> dict:
     """Serve the page until the person clicks Finish; return the review stats.
 
     Stopped before Finish (Ctrl-C): the judgments made are on disk, and ReviewPending says to run again.
-    `on_ready(url)` is called once the server listens.
+    `on_ready(url)` is called once the server listens; `url` carries the session token in its #fragment.
+    A host beyond loopback needs `public=True`; `hosts`: more names the page may be reached by.
     """
     import uvicorn
 
+    check_exposure(host, public)
     review_dir = Path(review_dir)
     if not issues:
         print("review: no issues to review", flush=True)
-        store = CorrectionStore(review_dir, issues)
-        write_json_atomic(store.progress_path, {**store.stats(), "finished": True, "time": now_iso()})
-        return store.stats()
-    sock = bind(host, port)
+        with CorrectionStore(review_dir, issues) as store:
+            write_json_atomic(store.progress_path, {**store.stats(), "finished": True, "time": now_iso()})
+            return store.stats()
     server: uvicorn.Server | None = None
 
     def stop() -> None:
         if server is not None:
             server.should_exit = True
 
-    app = create_app(issues, review_dir, host=host, on_finish=stop)
-    shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{sock.getsockname()[1]}/"
-    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
+    app = create_app(issues, review_dir, host=host, hosts=hosts, on_finish=stop)
     store = app.state.store
-    s = store.stats()
-    print(f"review: {s['total']} issues ({s['judged']} judged already). Open {url} in a browser; "
-          "Finish on the page ends the review, Ctrl-C stops it (judgments made are kept).", flush=True)
-    if open_browser:
-        threading.Timer(0.5, webbrowser.open, [url]).start()
-    if on_ready is not None:
-        threading.Timer(0.0, on_ready, [url]).start()
     try:
-        server.run(sockets=[sock])
-    except KeyboardInterrupt:
-        pass
+        sock = bind(host, port)
+        name = socket.gethostname() if host in ANY else host
+        shown = f"[{name}]" if ":" in name else name
+        url = f"http://{shown}:{sock.getsockname()[1]}/#token={app.state.token}"
+        config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+        server = uvicorn.Server(config)
+        s = store.stats()
+        print(f"review: {s['total']} issues ({s['judged']} judged already). Open {url} in a browser; "
+              "Finish on the page ends the review, Ctrl-C stops it (judgments made are kept).", flush=True)
+        if open_browser:
+            threading.Timer(0.5, webbrowser.open, [url]).start()
+        if on_ready is not None:
+            threading.Timer(0.0, on_ready, [url]).start()
+        try:
+            server.run(sockets=[sock])
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sock.close()
+        store.sync()
+        stats = store.stats()
     finally:
-        sock.close()
-    stats = store.stats()
+        store.close()
     if not app.state.finished:
         raise ReviewPending(
             f"review stopped before Finish: {stats['judged']} of {stats['total']} issues judged, saved in "

@@ -1,7 +1,17 @@
 // The review page. Data goes into the page as text nodes only (textContent), never as HTML.
 "use strict";
 
-const TOKEN = document.querySelector('meta[name="review-token"]').content;
+// The session token comes only in the address the server printed (#token=...): a fragment is never sent
+// to a server nor in a Referer. Kept for this tab, so a reload works; dropped from the address bar.
+const TOKEN = (() => {
+  const m = /(?:^#|&)token=([A-Za-z0-9_-]+)/.exec(location.hash);
+  if (m) {
+    sessionStorage.setItem("review-token", m[1]);
+    history.replaceState(null, "", location.pathname + location.search);
+    return m[1];
+  }
+  return sessionStorage.getItem("review-token") || "";
+})();
 const SIDES = ["container", "rti"];
 const $ = (id) => document.getElementById(id);
 
@@ -355,7 +365,8 @@ async function start() {
   try {
     st = await (await api("/api/state")).json();
   } catch (e) {
-    $("progress-text").textContent = "Could not load the review: " + e.message;
+    $("progress-text").textContent = TOKEN ? "Could not load the review: " + e.message
+      : "Open the full address the review command printed (it ends with #token=…): it carries this session's key.";
     return;
   }
   issues = st.issues;

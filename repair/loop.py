@@ -473,7 +473,15 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
     compared = compare_models(heldout_dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
                               cfg.verify.worst)
     if "heldout" in compared:
+        from repair.purity.run import TRANSLATIONS
+        from repair.purity.translators import read_table
+
         h = compared["heldout"]
+        # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
+        tuned = {src for src, _ in finetune_pairs(cfg, corrections, data, out.parent / "test", test["issues"])}
+        texts = read_table(heldout_dirs[0] / TRANSLATIONS)
+        h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
+        h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
         log.info("held-out: %s -> %s issues (McNemar p = %.3g)", h["issues_before"], h["issues_after"], h["p_value"])
     c = compared["changes"]
     log.info("changed translations: %s improved, %s unchanged, %s degraded (chrF)",

@@ -149,7 +149,8 @@ def markdown(report: dict) -> str:
         "",
         "| | before | after |",
         "| --- | --- | --- |",
-        f"| Purity issues (d = {r['threshold']}) | {r['purity']['before']['issues']} | "
+        f"| Purity issues (d = {r['threshold']}{', the last cycle' if len(r.get('cycles', [])) > 1 else ''}) | "
+        f"{r['purity']['before']['issues']} | "
         f"{r['purity'].get('after', {}).get('issues', '–')} |",
     ]
     if "bleu" in r:
@@ -276,10 +277,11 @@ def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cy
     (several cycles); exhausted: where the input ran out, when it did."""
     threshold = min(cfg.purity.thresholds)
     summaries = [cycle_summary(c, threshold) for c in cycles]
-    first, last = summaries[0], summaries[-1]
+    last = summaries[-1]
     report = {
         **{k: v for k, v in last.items() if k not in ("cycle", "review_notes")},
-        "purity": {"before": first["purity"]["before"], **({"after": last["purity"]["after"]} if "after" in last["purity"] else {})},
+        # each cycle tests other sentences: before and after are the last cycle's, on the same sentences
+        "purity": last["purity"],
         "review": {**last["review"]},
         "review_notes": last["review_notes"],
         "threshold": threshold,

@@ -56,3 +56,20 @@ def test_study_of_a_folder_without_a_report_says_which(tmp_path):
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert "unfinished: no report.json" in done.stderr
     assert not (tmp_path / "out" / "study.md").exists()
+
+
+def test_a_multirun_ends_with_the_study_of_its_finished_jobs(tmp_path):
+    from hydra.core.utils import JobReturn, JobStatus
+    from omegaconf import OmegaConf
+
+    from repair.study import StudyCallback
+
+    callback = StudyCallback()
+    for name, lr in (("finetune.lr=0.0001", 1e-4), ("finetune.lr=0.0003", 3e-4)):
+        run = fake_run(tmp_path / name, lr, 0, 3, 12)
+        callback.on_job_end(None, JobReturn(status=JobStatus.COMPLETED, _return_value=str(run / "report.json")))
+    failed = JobReturn(status=JobStatus.FAILED, _return_value=RuntimeError("job failed"))
+    callback.on_job_end(None, failed)  # a failed job is left out, not raised again
+    callback.on_multirun_end(OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}}}))
+    rows = list(csv.DictReader((tmp_path / "study.csv").open()))
+    assert [r["finetune.lr"] for r in rows] == ["0.0001", "0.0003"]

@@ -208,15 +208,61 @@ def purity_kwargs(cfg: DictConfig) -> dict:
     )
 
 
-def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data) -> dict:
+def heldout_split(sentences: list[str], share: float, source: str = "input") -> tuple[list[int], list[int]]:
+    """Indices of the held-out sentences and of the rest, each in input order.
+
+    The same texts are held out whatever the order of the input or the seed: the unique non-blank
+    sentences sorted by their SHA-1, the first round(share * n) of them. Every copy of a repeated
+    sentence falls on the same side.
+    """
+    if not 0 <= share < 1:
+        raise UserError(f"purity.holdout={share}: give the share of {source} to hold out, 0 <= share < 1")
+    texts = {" ".join(s.split()) for s in sentences if s.strip()}
+    ranked = sorted(texts, key=lambda t: hashlib.sha1(t.encode("utf-8")).hexdigest())
+    held = set(ranked[: round(share * len(ranked))])
+    heldout = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) in held]
+    rest = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) not in held]
+    return heldout, rest
+
+
+def cycle_slice(run_dir: Path, k: int, rest: list[int], per_cycle: int | None, cycles: int) -> list[int]:
+    """The input indices cycle k tests: the next ones, in input order, that no earlier cycle tested.
+
+    Recorded in cycleK/test/slice.json when first drawn, so a resumed run (even with another
+    `cycles`) keeps what each cycle tested. Empty when the input is used up.
+    """
+    path = run_dir / f"cycle{k}" / "test" / "slice.json"
+    if path.exists():
+        return [n - 1 for n in read_json(path)["lines"]]
+    used = set()
+    for j in range(1, k):
+        used.update(cycle_slice(run_dir, j, rest, per_cycle, cycles))
+    if per_cycle is not None and per_cycle < 1:
+        raise UserError(f"purity.per_cycle={per_cycle}: give a number of sentences >= 1, or null")
+    size = per_cycle or -(-len(rest) // max(cycles, 1))
+    chosen = [i for i in rest if i not in used][:size]
+    if chosen:
+        write_json_atomic(path, {"sentences": len(chosen), "lines": [i + 1 for i in chosen]})
+    return chosen
+
+
+def line_span(indices: list[int]) -> str:
+    return f"{indices[0] + 1}-{indices[-1] + 1}" if indices else "-"
+
+
+def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indices: list[int] | None = None) -> dict:
+    """Purity on the input sentences at `indices` (all of them when None)."""
     from repair.purity.run import run_purity
 
     if not (out / "summary.json").exists():
         sentences = read_text_lines(data.sentences)
+        if indices is None:
+            indices = list(range(len(sentences)))
         start = time.perf_counter()
         parser, translator = run.parser(), run.translator(checkpoint)
         run_purity(
-            sentences, parser, translator, out, init_seconds=time.perf_counter() - start, **purity_kwargs(run.cfg)
+            [sentences[i] for i in indices], parser, translator, out, init_seconds=time.perf_counter() - start,
+            source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(run.cfg)
         )
     return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
 
@@ -339,8 +385,59 @@ def translate_cached(translator, texts: list[str], path: Path) -> list[str]:
     return out
 
 
-def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles", corrections: list[dict], test: dict,
-                 data: Data) -> dict:
+@dataclass
+class Heldout:
+    sentences: list[str]  # the held-out input sentences: never tested before verify, never reviewed or fine-tuned on
+    lines: list[int]  # their line numbers in the input
+    references: dict | None  # the data's reference translations (demo), to judge translations by
+
+
+def heldout_purity(run: Run, out: Path, model: "ModelFiles", data: Data, heldout: Heldout) -> Path:
+    from repair.purity.run import run_purity
+
+    if not (out / "summary.json").exists():
+        run_purity(heldout.sentences, run.parser(), run.translator(model), out,
+                   source=str(data.sentences), lines=heldout.lines, **purity_kwargs(run.cfg))
+    return out
+
+
+def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Path, Path], test_zh: list[str],
+                   test_en: list[str], references: dict | None, worst: int) -> dict:
+    """Held-out Purity before/after and the classes of changed translations, from the files two
+    models' runs wrote: Purity folders on the held-out sentences and BLEU test set translations."""
+    from repair.purity.run import TRANSLATIONS
+    from repair.purity.translators import read_table
+    from repair.verify import classify_changes, heldout_comparison
+
+    rows = []
+    out = {}
+    if heldout_dirs is not None:
+        before, after = heldout_dirs
+        pair_ids = [p["id"] for p in read_jsonl(before / "pairs.jsonl")]
+        out["heldout"] = {
+            "sentences": read_json(before / "summary.json")["sentences"],
+            **heldout_comparison(pair_ids, read_jsonl(before / "issues.jsonl"), read_jsonl(after / "issues.jsonl"),
+                                 references),
+        }
+        table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
+        refs = references or {}
+        rows += [{"set": "heldout", "source": src, "reference": refs.get(src), "before": tr,
+                  "after": table_after.get(src, "")} for src, tr in table_before.items()]
+    hyp_before, hyp_after = read_text_lines(bleu_files[0]), read_text_lines(bleu_files[1])
+    rows += [{"set": "test", "source": en, "reference": ref, "before": b, "after": a}
+             for en, ref, b, a in zip(test_en, test_zh, hyp_before, hyp_after, strict=True)]
+    out["changes"] = classify_changes(rows, worst=worst)
+    return out
+
+
+def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles", corrections: list[dict], test: dict, data: Data,
+                 indices: list[int] | None = None, heldout: Heldout | None = None,
+                 heldout_base_dir: Path | None = None) -> dict:
+    """Fixes, BLEU, Purity again on the tested sentences, Purity on the held-out ones, changed translations.
+
+    heldout_base_dir: the base model's Purity run on the held-out sentences when one exists (the
+    previous cycle's fine-tuned model is this cycle's base).
+    """
     from repair.purity.run import run_purity
     from repair.verify import bleu_significance, purity_regressions, verify_fixes
 
@@ -348,18 +445,22 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
     if verify_path.exists():
         return read_json(verify_path)
     cfg = run.cfg
+    threshold = min(cfg.purity.thresholds)
     new_model = run.translator(finetuned)
     fixes = verify_fixes(
-        corrections, new_model.translate([c["source"] for c in corrections]) if corrections else [], cfg.purity.unit
+        corrections, new_model.translate([c["source"] for c in corrections]) if corrections else [], cfg.purity.unit,
+        threshold=threshold,
     )
     write_json_atomic(out / "fixes.json", fixes)
-    log.info("fixed %s of %s corrections", fixes["fixed"], fixes["corrections"])
+    log.info("fixed %s of %s corrections (%s within d = %s)", fixes["fixed"], fixes["corrections"],
+             fixes["fixed_within_d"], threshold)
 
     from repair.data.prepare import read_clean_pairs
 
     test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
-    hyp_base = translate_cached(run.translator(base), test_en, out / "bleu" / "base.txt")
-    hyp_new = translate_cached(new_model, test_en, out / "bleu" / "finetuned.txt")
+    bleu_files = (out / "bleu" / "base.txt", out / "bleu" / "finetuned.txt")
+    hyp_base = translate_cached(run.translator(base), test_en, bleu_files[0])
+    hyp_new = translate_cached(new_model, test_en, bleu_files[1])
     bleu = bleu_significance(
         test_zh, hyp_base, hyp_new, n_samples=cfg.verify.bootstrap_samples, alpha=cfg.verify.alpha
     )
@@ -367,13 +468,40 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
 
     purity_dir = out / "purity"
     if not (purity_dir / "summary.json").exists():
-        run_purity(read_text_lines(data.sentences), run.parser(), new_model, purity_dir, **purity_kwargs(cfg))
+        sentences = read_text_lines(data.sentences)
+        if indices is None:
+            indices = list(range(len(sentences)))
+        run_purity([sentences[i] for i in indices], run.parser(), new_model, purity_dir,
+                   source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(cfg))
     after_issues = read_jsonl(purity_dir / "issues.jsonl")
+
+    heldout_dirs = None
+    if heldout is not None:
+        before_dir = heldout_base_dir or heldout_purity(run, out / "heldout_base", base, data, heldout)
+        heldout_dirs = (before_dir, heldout_purity(run, out / "heldout_finetuned", finetuned, data, heldout))
+    compared = compare_models(heldout_dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
+                              cfg.verify.worst)
+    if "heldout" in compared:
+        from repair.purity.run import TRANSLATIONS
+        from repair.purity.translators import read_table
+
+        h = compared["heldout"]
+        # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
+        tuned = {src for src, _ in finetune_pairs(cfg, corrections, data, out.parent / "test", test["issues"])}
+        texts = read_table(heldout_dirs[0] / TRANSLATIONS)
+        h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
+        h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
+        log.info("held-out: %s -> %s issues (McNemar p = %.3g)", h["issues_before"], h["issues_after"], h["p_value"])
+    c = compared["changes"]
+    log.info("changed translations: %s improved, %s unchanged, %s degraded (chrF)",
+             c["improved"], c["unchanged"], c["degraded"])
     result = {
         "fixes": {k: v for k, v in fixes.items() if k != "rows"},
         "bleu": bleu,
         "purity_after": read_json(purity_dir / "summary.json"),
         "regressions": purity_regressions(test["issues"], after_issues),
+        **compared,
+        "heldout_dirs": [str(d) for d in heldout_dirs] if heldout_dirs else None,
     }
     write_json_atomic(verify_path, result)
     return result
@@ -396,33 +524,72 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
     with run.stage("train"):
         base = stage_train(run, data)
 
+    sentences = read_text_lines(data.sentences)
+    held, rest = heldout_split(sentences, float(cfg.purity.get("holdout") or 0), str(data.sentences))
+    if not rest:
+        raise UserError(f"{data.sentences}: no sentence left to test after holding out "
+                        f"purity.holdout={cfg.purity.holdout} of {len(held)}; lower purity.holdout")
+    heldout = None
+    if held:
+        from repair.data.demo import load_references
+
+        heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held],
+                          load_references(data.references) if data.references else None)
+        write_json_atomic(run_dir / "heldout.json", {"input": str(data.sentences), "share": cfg.purity.holdout,
+                                                     "sentences": len(held), "lines": heldout.lines})
+        log.info("held out %s of %s sentences of %s (purity.holdout=%s)", len(held), len(held) + len(rest),
+                 data.sentences, cfg.purity.holdout)
+
     cycles = []
+    exhausted = None
     checkpoint = base
     for k in range(1, cfg.cycles + 1):
         cdir = run_dir / f"cycle{k}"
+        indices = cycle_slice(run_dir, k, rest, cfg.purity.get("per_cycle"), cfg.cycles)
+        if not indices:
+            exhausted = {"after_cycle": k - 1, "tested": sum(len(c["slice"]) for c in cycles), "sentences": len(rest)}
+            log.warning("the input is used up: cycles 1-%s tested all %s sentences of %s that are not held out; "
+                        "the loop stops", k - 1, len(rest), data.sentences)
+            break
+        log.info("cycle %s tests %s sentences (lines %s of %s)", k, len(indices), line_span(indices), data.sentences)
         with run.stage("test"):
-            test = stage_test(run, cdir / "test", checkpoint, data)
+            test = stage_test(run, cdir / "test", checkpoint, data, indices)
         log.info("Purity: %s issues in %s pairs", len(test["issues"]), test["summary"].get("pairs"))
+        entry = {"cycle": k, "slice": indices, "test": test}
         with run.stage("review"):
             corrections, review = stage_review(run, cdir / "review", test["issues"], data)
         log.info("review: %s corrections", len(corrections))
         if not corrections:
-            cycles.append({"cycle": k, "test": test, "review": review, "corrections": [], "finetune": None, "verify": None})
+            cycles.append({**entry, "review": review, "corrections": [], "finetune": None, "verify": None})
             log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
             break
         with run.stage("finetune"):
             ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data, cdir / "test", test["issues"])
+        previous = cycles[-1]["verify"] if cycles else None
         with run.stage("verify"):
             verify = stage_verify(
-                run, cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test, data
+                run, cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test,
+                data, indices, heldout,
+                Path(previous["heldout_dirs"][1]) if previous and previous.get("heldout_dirs") else None,
             )
-        cycles.append(
-            {"cycle": k, "test": test, "review": review, "corrections": corrections, "finetune": ft, "verify": verify}
-        )
+        cycles.append({**entry, "review": review, "corrections": corrections, "finetune": ft, "verify": verify})
         checkpoint = checkpoint.with_checkpoint(ft["best_checkpoint"])
 
+    overall = None
+    verified = [c for c in cycles if c["verify"]]
+    if len(verified) > 1:  # the first base model against the last fine-tuned one
+        from repair.data.prepare import read_clean_pairs
+
+        first, last = verified[0]["verify"], verified[-1]["verify"]
+        test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
+        dirs = (Path(first["heldout_dirs"][0]), Path(last["heldout_dirs"][1])) if first.get("heldout_dirs") else None
+        bleu_files = (run_dir / f"cycle{verified[0]['cycle']}/verify/bleu/base.txt",
+                      run_dir / f"cycle{verified[-1]['cycle']}/verify/bleu/finetuned.txt")
+        overall = compare_models(dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
+                                 cfg.verify.worst)
+
     with run.stage("report"):
-        path = write_report(run_dir, cfg, data, Path(base.checkpoint), cycles, run.seconds)
+        path = write_report(run_dir, cfg, data, Path(base.checkpoint), cycles, run.seconds, overall=overall, exhausted=exhausted)
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path
@@ -448,9 +615,10 @@ def default_run_dir(cfg: DictConfig) -> Path:
 # conf/loop.yaml, not config.yaml: fairseq registers its own schema as "config" in Hydra's store
 @hydra.main(version_base=None, config_path="../conf", config_name="loop")
 @exit_on_user_error
-def main(cfg: DictConfig) -> None:
+def main(cfg: DictConfig) -> str:
     path = run_loop(cfg, default_run_dir(cfg))
     print(f"report: {path}", flush=True)
+    return str(path)  # a multirun's StudyCallback collects the jobs' reports
 
 
 if __name__ == "__main__":

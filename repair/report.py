@@ -43,6 +43,9 @@ def cycle_summary(c: dict, threshold) -> dict:
         "review_notes": review.get("notes") or {},
         "corrections": len(c["corrections"]),
     }
+    if "slice" in c:
+        idx = c["slice"]
+        out["tested"] = {"sentences": len(idx), "lines": f"{idx[0] + 1}-{idx[-1] + 1}" if idx else None}
     if verify is None:
         return out
     after = verify["purity_after"]
@@ -54,6 +57,9 @@ def cycle_summary(c: dict, threshold) -> dict:
     out.update(
         fixed=verify["fixes"]["fixed"],
         fix_rate=verify["fixes"]["fix_rate"],
+        fixed_within_d=verify["fixes"].get("fixed_within_d"),
+        heldout=verify.get("heldout"),
+        changes=verify.get("changes"),
         bleu=verify["bleu"],
         finetune={
             "epochs": ft["epochs"],
@@ -110,6 +116,27 @@ def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
             ax.set_xticks(xs, [f"d={t}" for t in thresholds])
 
         plots["issues"] = save("issues", "Purity issues per threshold", "suspicious issues", draw_issues)
+    verified = [c for c in cycles if "fixed" in c]
+    if len(cycles) > 1 and verified:
+        def draw_cycles(ax):
+            ks = [c["cycle"] for c in verified]
+            series = {
+                "issues found": [c["purity"]["before"]["issues"] for c in verified],
+                "corrections": [c["corrections"] for c in verified],
+                "fixed": [c["fixed"] for c in verified],
+                "held-out issues": [(c.get("heldout") or {}).get("issues_after") for c in verified],
+                "degraded": [(c.get("changes") or {}).get("degraded") for c in verified],
+            }
+            for label, ys in series.items():
+                if all(y is not None for y in ys):
+                    ax.plot(ks, ys, marker="o", label=label)
+            ax.set_xlabel("cycle")
+            ax.set_xticks(ks)
+            bleu = ax.twinx()
+            bleu.plot(ks, [c["bleu"]["after"] for c in verified], color="black", linestyle="--", marker="s")
+            bleu.set_ylabel("BLEU after (dashed)")
+
+        plots["cycles"] = save("cycles", "Per cycle", "count", draw_cycles)
     return plots
 
 
@@ -122,7 +149,8 @@ def markdown(report: dict) -> str:
         "",
         "| | before | after |",
         "| --- | --- | --- |",
-        f"| Purity issues (d = {r['threshold']}) | {r['purity']['before']['issues']} | "
+        f"| Purity issues (d = {r['threshold']}{', the last cycle' if len(r.get('cycles', [])) > 1 else ''}) | "
+        f"{r['purity']['before']['issues']} | "
         f"{r['purity'].get('after', {}).get('issues', '–')} |",
     ]
     if "bleu" in r:
@@ -134,7 +162,9 @@ def markdown(report: dict) -> str:
         f"(review precision: {fmt(r['review'].get('precision'))})"
     )
     if "fixed" in r:
-        lines.append(f"- Fixed after fine-tuning: **{r['fixed']} of {r['corrections']}** (fix rate {fmt(r['fix_rate'])})")
+        lines.append(f"- Fixed after fine-tuning: **{r['fixed']} of {r['corrections']}** (fix rate {fmt(r['fix_rate'])}); "
+                     f"within the Purity threshold (bag-of-words distance to the correction ≤ {r['threshold']}): "
+                     f"**{r['fixed_within_d']}**")
         b = r["bleu"]
         verdict = "a significant change" if b["significant"] else "not a significant change"
         lines.append(
@@ -153,14 +183,9 @@ def markdown(report: dict) -> str:
     lines += [f"| {k} | {v:.1f} |" for k, v in r["seconds"].items()]
     for name, path in r.get("plots", {}).items():
         lines += ["", f"![{name}]({path})"]
-    if len(r.get("cycles", [])) > 1:
-        lines += ["", "## Cycles", "", "| cycle | issues before | corrections | fixed | issues after | BLEU after |"]
-        lines.append("| --- | --- | --- | --- | --- | --- |")
-        for c in r["cycles"]:
-            lines.append(
-                f"| {c['cycle']} | {c['purity']['before']['issues']} | {c['corrections']} | {c.get('fixed', '–')} | "
-                f"{c['purity'].get('after', {}).get('issues', '–')} | {c.get('bleu', {}).get('after', '–')} |"
-            )
+    lines += heldout_markdown(r)
+    lines += changes_markdown(r)
+    lines += cycles_markdown(r)
     if r.get("regressions"):
         lines += ["", "## Regressions", ""]
         for i in r["regressions"][:50]:
@@ -169,17 +194,94 @@ def markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+def heldout_markdown(r: dict) -> list[str]:
+    h = r.get("heldout")
+    if not h:
+        return []
+    span = "the first base model and the last fine-tuned one" if len(r.get("cycles", [])) > 1 else \
+        "the base and the fine-tuned model"
+    return [
+        "", "## Held-out sentences", "",
+        f"{h['sentences']} input sentences set aside (`purity.holdout`): never reviewed, never fine-tuned on. "
+        f"Purity on them with {span}, {h['pairs']} pairs, threshold d = {r['threshold']}:",
+        "",
+        "| | before | after |",
+        "| --- | --- | --- |",
+        f"| Purity issues | {h['issues_before']} | {h['issues_after']} |",
+        f"| erroneous translations (by reference) | {dash(h['erroneous_before'])} | {dash(h['erroneous_after'])} |",
+        "",
+        f"- Pairs no longer an issue: {h['resolved']}, newly an issue: {h['new']}; McNemar's exact test "
+        f"p = {h['p_value']:.3g}",
+    ]
+
+
+def changes_markdown(r: dict) -> list[str]:
+    c = r.get("changes")
+    if not c:
+        return []
+    lines = [
+        "", "## Changed translations", "",
+        f"Every translation that differs between the models, classed by {c['metric']} against its reference.", "",
+        "| set | translations | changed | improved | unchanged | degraded | no reference |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, g in [*c["by_set"].items(), ("all", c)]:
+        lines.append(f"| {name} | {g['translations']} | {g['changed']} | {g['improved']} | {g['unchanged']} | "
+                     f"{g['degraded']} | {g['no_reference']} |")
+    if c["worst"]:
+        lines += ["", f"### The {len(c['worst'])} worst degradations", "",
+                  "| set | source | reference | before | after | chrF |", "| --- | --- | --- | --- | --- | --- |"]
+        lines += [f"| {w['set']} | {cell(w['source'])} | {cell(w['reference'])} | {cell(w['before'])} | "
+                  f"{cell(w['after'])} | {w['chrf_before']:.1f} → {w['chrf_after']:.1f} |" for w in c["worst"]]
+    return lines
+
+
+def cycles_markdown(r: dict) -> list[str]:
+    lines = [
+        "", "## Cycles", "",
+        "Each cycle tests sentences no earlier cycle tested (lines of the input, held-out lines left out).", "",
+        "| cycle | sentences tested (lines) | issues found | corrections | fixed | fixed within d | held-out issues "
+        "| BLEU after | degraded |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for c in r.get("cycles", []):
+        tested = c.get("tested") or {}
+        lines.append(
+            f"| {c['cycle']} | {tested.get('sentences', '–')} ({tested.get('lines') or '–'}) | "
+            f"{c['purity']['before']['issues']} | {c['corrections']} | {dash(c.get('fixed'))} | "
+            f"{dash(c.get('fixed_within_d'))} | {dash((c.get('heldout') or {}).get('issues_after'))} | "
+            f"{dash(c.get('bleu', {}).get('after'))} | {dash((c.get('changes') or {}).get('degraded'))} |"
+        )
+    e = r.get("input_exhausted")
+    if e:
+        lines += ["", f"The input was used up after cycle {e['after_cycle']}: all {e['sentences']} sentences that are "
+                      "not held out were tested, and the loop stopped."]
+    return lines
+
+
+def dash(x) -> str:
+    return "–" if x is None else str(x)
+
+
+def cell(text) -> str:
+    return dash(text).replace("|", "\\|")
+
+
 def fmt(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cycles: list[dict], seconds: dict) -> Path:
+def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cycles: list[dict], seconds: dict,
+                 overall: dict | None = None, exhausted: dict | None = None) -> Path:
+    """overall: held-out figures and changes of the first base model against the last fine-tuned one
+    (several cycles); exhausted: where the input ran out, when it did."""
     threshold = min(cfg.purity.thresholds)
     summaries = [cycle_summary(c, threshold) for c in cycles]
-    first, last = summaries[0], summaries[-1]
+    last = summaries[-1]
     report = {
         **{k: v for k, v in last.items() if k not in ("cycle", "review_notes")},
-        "purity": {"before": first["purity"]["before"], **({"after": last["purity"]["after"]} if "after" in last["purity"] else {})},
+        # each cycle tests other sentences: before and after are the last cycle's, on the same sentences
+        "purity": last["purity"],
         "review": {**last["review"]},
         "review_notes": last["review_notes"],
         "threshold": threshold,
@@ -192,7 +294,13 @@ def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cy
         "versions": versions(),
         "command": "python -m repair.loop " + " ".join(overrides(cfg)),
         "cycles": summaries,
+        "input_exhausted": exhausted,
     }
+    verified = [c for c in summaries if "fixed" in c]
+    if verified:  # a last cycle without corrections verified nothing: the figures of the last one that did
+        report.update({k: verified[-1].get(k) for k in ("heldout", "changes", "fixed_within_d")})
+    if overall:
+        report.update(overall)
     report["plots"] = plot(run_dir, summaries, list(cfg.purity.thresholds))
     write_json_atomic(run_dir / "report.json", report)
     path = run_dir / "report.md"

@@ -1,19 +1,21 @@
-"""Verify a fine-tuned model: are the corrected translations fixed, and did BLEU move significantly?"""
+"""Verify a fine-tuned model: are the corrected translations fixed, did BLEU move significantly, what did
+fine-tuning do to held-out sentences nobody corrected, and which translations got better or worse?"""
 
 from __future__ import annotations
 
 import os
 
 from repair.purity import bow_distance
-from repair.review.store import squeeze
+from repair.review.store import SIDES, squeeze
 
 
-def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char") -> dict:
+def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char", threshold: int = 0) -> dict:
     """Compare the fine-tuned model's translations of the corrected sources with the corrections.
 
     `translations[i]` is the new translation of `corrections[i]["source"]`. A correction is fixed
-    when the new translation equals it; the BoW distance of the correction against the new
-    translation says how far an unfixed one still is.
+    when the new translation equals it, and fixed within d when the bag-of-words distance of the
+    correction against the new translation (the correction's tokens it lacks, Purity's measure)
+    is at most `threshold`.
     """
     rows = []
     for c, new in zip(corrections, translations, strict=True):
@@ -34,6 +36,8 @@ def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "
         "corrections": len(rows),
         "fixed": n_fixed,
         "fix_rate": n_fixed / len(rows) if rows else None,
+        "fixed_within_d": sum(r["distance"] <= threshold for r in rows),
+        "threshold": threshold,
         "rows": rows,
     }
 
@@ -103,3 +107,88 @@ def purity_regressions(before: list[dict], after: list[dict]) -> list[dict]:
     """Issues the fine-tuned model has that the base did not (matched by pair id)."""
     seen = {i["id"] for i in before}
     return [i for i in after if i["id"] not in seen]
+
+
+def mcnemar_exact(before: list[bool], after: list[bool]) -> dict:
+    """McNemar's exact test on paired yes/no outcomes: a two-sided binomial test (SciPy) on the
+    discordant pairs, yes -> no against no -> yes, with p = 1/2 under no change."""
+    from scipy.stats import binomtest
+
+    if len(before) != len(after):
+        raise ValueError("paired outcomes must be aligned")
+    gone = sum(b and not a for b, a in zip(before, after))
+    new = sum(a and not b for b, a in zip(before, after))
+    p_value = 1.0 if gone + new == 0 else float(binomtest(gone, gone + new, 0.5).pvalue)
+    return {"pairs": len(before), "resolved": gone, "new": new, "p_value": p_value}
+
+
+def erroneous_translations(issues: list[dict], references: dict[str, str] | None) -> int | None:
+    """Texts among the issues' two sides whose translation differs from their reference (the
+    oracle's judgment); None without references. Texts without a reference are not counted."""
+    if references is None:
+        return None
+    wrong = set()
+    for issue in issues:
+        for side in SIDES:
+            ref = references.get(issue[side])
+            if ref is not None and squeeze(issue[f"{side}_translation"]) != squeeze(ref):
+                wrong.add(issue[side])
+    return len(wrong)
+
+
+def heldout_comparison(pair_ids: list[str], before: list[dict], after: list[dict],
+                       references: dict[str, str] | None) -> dict:
+    """Purity on the held-out sentences with the base and the fine-tuned model (issues at the
+    lowest threshold, pair by pair): counts before/after and McNemar's exact test on whether each
+    pair is an issue. A pair skipped for Latin letters counts as no issue, as in Purity's own counts."""
+    flagged_before, flagged_after = {i["id"] for i in before}, {i["id"] for i in after}
+    test = mcnemar_exact([p in flagged_before for p in pair_ids], [p in flagged_after for p in pair_ids])
+    return {
+        "pairs": len(pair_ids),
+        "issues_before": len(before),
+        "issues_after": len(after),
+        "erroneous_before": erroneous_translations(before, references),
+        "erroneous_after": erroneous_translations(after, references),
+        "resolved": test["resolved"],
+        "new": test["new"],
+        "p_value": test["p_value"],
+        "test": "McNemar exact (binomial on discordant pairs)",
+    }
+
+
+def chrf(hypothesis: str, reference: str) -> float:
+    """Sentence-level chrF (sacrebleu; characters, so no Chinese word segmentation is needed)."""
+    from sacrebleu.metrics import CHRF
+
+    return round(float(CHRF().sentence_score(hypothesis, [reference]).score), 2)
+
+
+def classify_changes(rows: list[dict], worst: int = 10) -> dict:
+    """Class every translation that changed against its reference by sentence-level chrF.
+
+    rows: {"set", "source", "reference" (or None), "before", "after"}. A changed translation with a
+    reference is improved, unchanged or degraded as its chrF rises, stays or falls; one without a
+    reference is only counted. Returns the counts, the same per set and the `worst` degradations.
+    """
+    counts = {"translations": 0, "changed": 0, "improved": 0, "unchanged": 0, "degraded": 0, "no_reference": 0}
+    by_set: dict[str, dict] = {}
+    degraded = []
+    for r in rows:
+        group = by_set.setdefault(r["set"], dict.fromkeys(counts, 0))
+        changed = squeeze(r["before"]) != squeeze(r["after"])
+        if not changed:
+            klass = None
+        elif r["reference"] is None:
+            klass = "no_reference"
+        else:
+            b, a = chrf(r["before"], r["reference"]), chrf(r["after"], r["reference"])
+            klass = "improved" if a > b else "degraded" if a < b else "unchanged"
+            if klass == "degraded":
+                degraded.append({**r, "chrf_before": b, "chrf_after": a, "delta": round(a - b, 2)})
+        for c in (counts, group):
+            c["translations"] += 1
+            if changed:
+                c["changed"] += 1
+                c[klass] += 1
+    degraded.sort(key=lambda d: (d["delta"], d["source"]))
+    return {**counts, "metric": "chrF (sacrebleu, sentence level)", "by_set": by_set, "worst": degraded[:worst]}

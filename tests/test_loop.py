@@ -86,6 +86,25 @@ def test_demo_loop_end_to_end(finished_run):
         assert (finished_run / plot).stat().st_size > 1000
     md = (finished_run / "report.md").read_text()
     assert "Fixed after fine-tuning" in md and "p =" in md
+    # held-out sentences: set aside from the 60, never tested before verify, tested with both models
+    held = json.loads((finished_run / "heldout.json").read_text())
+    h = report["heldout"]
+    assert held["sentences"] == h["sentences"] == 18
+    tested = json.loads((finished_run / "cycle1/test/slice.json").read_text())["lines"]
+    assert tested and not set(tested) & set(held["lines"]) and len(tested) + 18 == 60
+    assert report["cycles"][0]["tested"]["sentences"] == len(tested)
+    assert h["issues_before"] >= 0 and h["issues_after"] >= 0 and 0 < h["p_value"] <= 1
+    assert isinstance(h["erroneous_before"], int) and isinstance(h["erroneous_after"], int)
+    held_texts = {json.loads(l)["sentence"] for l in (finished_run / "cycle1/verify/heldout_base/pairs.jsonl").open()}
+    reviewed = {json.loads(l)["sentence"] for l in (finished_run / "cycle1/test/issues.jsonl").open()}
+    assert held_texts and not held_texts & reviewed
+    assert h["sentences_in_finetuning"] == 0 and 0 <= h["texts_in_finetuning"] <= h["texts"]
+    changes = report["changes"]
+    assert changes["improved"] + changes["unchanged"] + changes["degraded"] + changes["no_reference"] == changes["changed"]
+    assert set(changes["by_set"]) == {"heldout", "test"} and changes["by_set"]["test"]["translations"] == 120
+    assert len(changes["worst"]) == min(10, changes["degraded"])
+    assert report["fixed"] <= report["fixed_within_d"] <= report["corrections"]
+    assert "## Held-out sentences" in md and "McNemar" in md and "## Changed translations" in md
     # the tested checkpoint is never modified by fine-tuning
     model = json.loads((finished_run / "model.json").read_text())
     import hashlib
@@ -215,3 +234,32 @@ def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path
     assert "finetune.lr=0.0003" in reports[0].parent.name and "finetune.lr=0.001" in reports[1].parent.name
     lrs = {json.loads((p.parent / "config.json").read_text())["finetune"]["lr"] for p in reports}
     assert lrs == {3e-4, 1e-3}
+    # the sweep ends with one table of its runs
+    assert done.stdout.strip().splitlines()[-1] == f"study: {tmp_path / 'study.md'}"
+    md = (tmp_path / "study.md").read_text()
+    assert "they differ in: `finetune.lr`" in md
+    rows = list(csv.DictReader((tmp_path / "study.csv").open()))
+    assert sorted(float(r["finetune.lr"]) for r in rows) == [3e-4, 1e-3]
+    assert all(r["heldout_issues_after"] and r["degraded"] for r in rows)
+
+
+def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared, tmp_path):
+    run_dir = tmp_path / "cycles"
+    args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
+    cfg = composed(args + [f"run_dir={run_dir}", "finetune.max_epoch=1", "cycles=3", "purity.per_cycle=25"])
+    run_loop(cfg, run_dir)
+    report = json.loads((run_dir / "report.json").read_text())
+    # 42 sentences not held out: 25, then 17, then nothing left
+    assert [c["tested"]["sentences"] for c in report["cycles"]] == [25, 17]
+    slices = [set(json.loads((run_dir / f"cycle{k}/test/slice.json").read_text())["lines"]) for k in (1, 2)]
+    assert not slices[0] & slices[1]
+    assert not (run_dir / "cycle3").exists()
+    assert report["input_exhausted"] == {"after_cycle": 2, "tested": 42, "sentences": 42}
+    md = (run_dir / "report.md").read_text()
+    assert "input was used up after cycle 2" in md and "| 2 | 17 (" in md
+    assert (run_dir / report["plots"]["cycles"]).stat().st_size > 1000
+    # the whole run: the first base model against the last fine-tuned one, on the same held-out pairs
+    c1, c2 = report["cycles"]
+    assert c2["heldout"]["issues_before"] == c1["heldout"]["issues_after"]
+    assert report["heldout"]["issues_before"] == c1["heldout"]["issues_before"]
+    assert report["heldout"]["issues_after"] == c2["heldout"]["issues_after"]

@@ -103,14 +103,26 @@ def model_overrides(cfg: DictConfig, model: "ModelFiles") -> dict:
     from repair.nmt.preprocessing import OPTION_KEYS
 
     t = cfg.translator
-    if t.name != "fairseq":
-        raise UserError(f"translator={t.name}: the loop tests, fine-tunes and verifies a fairseq model; use translator=fairseq")
+    check_translator(cfg)
+    # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
     out: dict = {"files": model, "checkpoint": None, "data_dir": None, **{k: None for k in OPTION_KEYS}}
     if t.get("device", "auto") == "auto":
         out["device"] = cfg.device
     if t.get("threads") is None:
         out["threads"] = cfg.model.get("threads")
     return out
+
+
+def check_translator(cfg: DictConfig) -> None:
+    """The loop fine-tunes a fairseq model: it is tested with fairseq or, converted, with CTranslate2."""
+    t = cfg.translator
+    if t.name not in ("fairseq", "ctranslate2"):
+        raise UserError(f"translator={t.name}: the loop tests, fine-tunes and verifies a fairseq model; "
+                        f"use translator=fairseq or translator=ctranslate2")
+    if t.get("model_dir"):
+        raise UserError(f"translator.model_dir={t.model_dir}: a converted CTranslate2 model can be tested "
+                        f"(python -m repair.purity translator=ctranslate2 translator.model_dir=...) but not "
+                        f"fine-tuned: the loop needs the fairseq checkpoint (model.checkpoint=PT)")
 
 
 def sha256(path: Path) -> str | None:
@@ -513,6 +525,7 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
 def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
     from repair.report import write_report
 
+    check_translator(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
     check_run_config(run_dir, cfg)
     seconds_path = run_dir / "seconds.json"

@@ -134,6 +134,48 @@ def measure(translator, texts: list[str], rounds: int = 5) -> dict:
     }
 
 
+def parse_backends(spec: str, compute_type: str | None) -> list[tuple[str, str | None]]:
+    """`fairseq,ctranslate2,ctranslate2:float32` -> [(fairseq, None), (ctranslate2, int8), ...]."""
+    out = []
+    for item in filter(None, (s.strip() for s in spec.split(","))):
+        name, _, compute = item.partition(":")
+        if name not in ("fairseq", "ctranslate2"):
+            raise UserError(f"--backends: unknown backend {name!r} (fairseq, ctranslate2[:COMPUTE_TYPE])")
+        out.append((name, (compute or compute_type) if name == "ctranslate2" else None))
+    if not out or out[0][0] != "fairseq":
+        raise UserError("--backends: start with fairseq, the reference the others are compared with")
+    return out
+
+
+def compare_backends(translators: dict, texts: list[str], rounds: int = 3) -> dict:
+    """Every backend translates all texts in one batched call per round, in turn within each round
+    (interleaved, so a shared machine's ups and downs weigh on all alike); per backend the median
+    round gives per_s, and the others are compared with the first (fairseq): ratio of per_s, share of
+    identical outputs and BLEU of their outputs against fairseq's (sacrebleu, tok:zh)."""
+    import sacrebleu
+
+    runs: dict = {name: [] for name in translators}
+    outputs: dict = {}
+    for r in range(max(1, rounds)):
+        for name, translator in translators.items():
+            start = time.perf_counter()
+            outputs[name] = translator.translate(texts)
+            runs[name].append(time.perf_counter() - start)
+        logger.info("round %d: %s", r + 1, ", ".join(f"{n} {runs[n][-1]:.2f} s" for n in translators))
+    reference = next(iter(translators))
+    figures: dict = {}
+    for name in translators:
+        seconds = statistics.median(runs[name])
+        f = {"per_s": round(len(texts) / seconds, 2), "seconds": round(seconds, 2),
+             "runs_s": [round(x, 2) for x in runs[name]]}
+        if name != reference:
+            f["ratio"] = round(f["per_s"] / figures[reference]["per_s"], 2)
+            f["identical"] = round(sum(a == b for a, b in zip(outputs[name], outputs[reference])) / len(texts), 4)
+            f["bleu_vs_fairseq"] = round(sacrebleu.corpus_bleu(outputs[name], [outputs[reference]], tokenize="zh").score, 2)
+        figures[name] = f
+    return figures
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench translate", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba)")
@@ -158,6 +200,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--device", default="auto")
     p.add_argument("--rounds", type=int, default=5,
                    help="rounds of one batched call and a share of the single calls, interleaved (default 5)")
+    p.add_argument("--backends", default=None,
+                   help="compare backends instead, batched, on the same texts: fairseq,ctranslate2[:COMPUTE_TYPE],... "
+                        "(ctranslate2 alone: --compute-type)")
+    p.add_argument("--compute-type", default=None,
+                   help="CTranslate2 compute type for a backend without one (default: int8 on CPU, float16 on GPU)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
 
@@ -188,6 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         raise UserError("no texts to translate: give --texts FILE")
     texts = texts[: args.n]
 
+    if args.backends:
+        run_backends(args, checkpoint, data_dir, texts)
+        return
     translator = FairseqTranslator(checkpoint, data_dir, beam=args.beam, max_tokens=args.max_tokens,
                                    max_sentences=args.max_sentences, max_len=args.max_len,
                                    device=args.device, threads=args.threads, workers=args.workers)
@@ -199,3 +249,32 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'texts':>8} {'batched/s':>10} {'single/s':>10} {'ratio':>7}  beam {args.beam}, {translator.workers} worker(s) x {figures['threads_per_worker']} thread(s), {figures['device']}")
     print(f"{figures['texts']:>8} {figures['batched_per_s']:>10} {figures['single_per_s']:>10} {figures['ratio']:>7}")
     print(json.dumps(figures))
+
+
+def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:
+    """--backends: each backend on the same model and texts; last line JSON, per backend."""
+    from repair.nmt.ct2 import CTranslate2Translator
+    from repair.nmt.translator import FairseqTranslator, load_model_files
+
+    files = load_model_files(checkpoint, data_dir)
+    translators: dict = {}
+    for name, compute in parse_backends(args.backends, args.compute_type):
+        if name == "fairseq":
+            t = FairseqTranslator(files=files, beam=args.beam, max_tokens=args.max_tokens,
+                                  max_sentences=args.max_sentences, max_len=args.max_len, device=args.device,
+                                  threads=args.threads, workers=args.workers)
+        else:
+            t = CTranslate2Translator(files=files, beam=args.beam, max_tokens=args.max_tokens, max_len=args.max_len,
+                                      compute_type=compute, device=args.device, threads=args.threads,
+                                      workers=args.workers)
+            name = f"ctranslate2:{t.compute_type}"
+        t.translate(texts[:8])  # warm-up
+        translators[name] = t
+    backends = compare_backends(translators, texts, rounds=args.rounds)
+    print(f"{'backend':<22} {'texts/s':>9} {'ratio':>7} {'identical':>10} {'BLEU vs fairseq':>16}  beam {args.beam}, "
+          f"{args.threads} thread(s), {len(texts)} texts")
+    for name, f in backends.items():
+        print(f"{name:<22} {f['per_s']:>9} {f.get('ratio', 1.0):>7} {f.get('identical', 1.0):>10} "
+              f"{f.get('bleu_vs_fairseq', 100.0):>16}")
+    print(json.dumps({"texts": len(texts), "beam": args.beam, "threads": args.threads, "rounds": args.rounds,
+                      "max_tokens": args.max_tokens, "checkpoint": str(checkpoint), "backends": backends}))

@@ -170,9 +170,7 @@ class FairseqTranslator(Translator):
         return out
 
     def bucket(self, length: int) -> int:
-        """The padded width of a source of `length` tokens: the next multiple of 8 (of 32 above 64)."""
-        step = 8 if length <= 64 else 32
-        return min(self.max_source_positions, -(-length // step) * step)
+        return bucket_width(length, self.max_source_positions)
 
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
         """Indices grouped by bucket, each group cut to max_tokens / max_sentences."""
@@ -251,6 +249,13 @@ class FairseqTranslator(Translator):
             for f in futures:
                 f.result()
         return out
+
+
+def bucket_width(length: int, max_positions: int) -> int:
+    """The padded width of a source of `length` tokens: the next multiple of 8 (of 32 above 64),
+    at most the model's source positions. Its output cap follows from it (max_len_a * width + max_len_b)."""
+    step = 8 if length <= 64 else 32
+    return min(max_positions, -(-length // step) * step)
 
 
 def load_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None = None, **options: Any) -> ModelFiles:

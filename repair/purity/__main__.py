@@ -1,4 +1,4 @@
-"""`python -m repair.purity input=SENTENCES.txt parser=ptb|spacy|stanza translator=table|fairseq out=DIR`."""
+"""`python -m repair.purity input=SENTENCES.txt parser=ptb|spacy|stanza translator=table|fairseq|ctranslate2 out=DIR`."""
 
 from __future__ import annotations
 

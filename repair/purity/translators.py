@@ -122,7 +122,7 @@ def split_config(cfg: Any) -> tuple[str, dict[str, Any]]:
 
 
 def make_translator(cfg: Any, **overrides: Any) -> Translator:
-    """A translator from its config group (`name`: table | fairseq; other keys go to its class),
+    """A translator from its config group (`name`: table | fairseq | ctranslate2; other keys go to its class),
     with `overrides` (a checkpoint, resolved model files) taking the place of the config's keys.
     The one place a translator is built: Purity's CLI, the loop's stages and the benchmark call it."""
     name, options = split_config(cfg)
@@ -133,6 +133,10 @@ def make_translator(cfg: Any, **overrides: Any) -> Translator:
         from repair.nmt.translator import FairseqTranslator
 
         cls = FairseqTranslator
+    elif name == "ctranslate2":
+        from repair.nmt.ct2 import CTranslate2Translator
+
+        cls = CTranslate2Translator
     else:
-        raise UserError(f"unknown translator {name!r}; choose translator=table or translator=fairseq")
+        raise UserError(f"unknown translator {name!r}; choose translator=table, translator=fairseq or translator=ctranslate2")
     return cls(**constructor_kwargs(f"translator={name}", cls, options))

@@ -1,0 +1,357 @@
+"""The `ctranslate2` Purity translator: a fairseq checkpoint converted with CTranslate2's own fairseq
+converter (cached beside the checkpoint), or a model folder already converted (`model_dir`).
+
+Texts go through the same preprocessing as with `translator=fairseq` (`repair.nmt.preprocessing`:
+the model's tokenizer and subword model, per side) and the same decoding rules: beam size, length
+penalty, and each text's output cap max_len_a * w + max_len_b (at most max_len target tokens),
+where w is the padded width of its source, as FairseqTranslator computes it. CTranslate2 takes one
+cap per call, so texts are grouped by cap (a handful of groups) and each group is one call, batched
+by tokens.
+
+The converted cache: `<checkpoint>.ct2/` (or `cache_dir/<checkpoint name>.ct2/`), converted in
+float32 (the compute type is chosen when loading), with `converted.json` written last: the sha256 of
+the checkpoint and both dictionaries it was converted from, the CTranslate2 version, and the sha256
+of every file of the converted model. A cache whose checkpoint or dictionaries changed (a fine-tune
+written over the checkpoint) is stale, one whose files do not match their hashes (or that has no
+marker: a conversion that was stopped) is corrupt; either is converted again, with a log line,
+never used. Conversion writes into a temporary folder beside the cache and renames it into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Sequence
+
+from repair.data.prepare import clean_text
+from repair.errors import UserError
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side
+from repair.purity.translators import Translator
+
+logger = logging.getLogger(__name__)
+
+MARKER = "converted.json"
+# What a converted model folder holds (ct2-transformers-converter, ct2-fairseq-converter).
+CT2_FILES = ("config.json", "model.bin")
+# The SentencePiece models OPUS-MT folders ship (copied beside a converted model with --copy_files).
+OPUS_SPM = ("source.spm", "target.spm")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _import_ctranslate2():
+    try:
+        import ctranslate2
+    except ImportError as e:  # pragma: no cover - a dependency of the project
+        raise UserError(f"translator=ctranslate2 needs the ctranslate2 package (pip install ctranslate2): {e}") from None
+    return ctranslate2
+
+
+# ----------------------------------------------------------------------------- the converted cache
+
+
+def cache_folder(checkpoint: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
+    checkpoint = Path(checkpoint)
+    if not cache_dir:
+        return checkpoint.parent / f"{checkpoint.name}.ct2"
+    # one folder for many models: checkpoints of the same name (checkpoint_best.pt) kept apart by their path
+    where = hashlib.sha256(str(checkpoint.resolve()).encode()).hexdigest()[:12]
+    return Path(cache_dir) / f"{checkpoint.name}-{where}.ct2"
+
+
+def _source_hashes(files: ModelFiles) -> dict:
+    return {"checkpoint": file_sha256(files.checkpoint), "src_dict": file_sha256(files.src.dict),
+            "tgt_dict": file_sha256(files.tgt.dict)}
+
+
+def cache_problem(folder: Path, sources: dict) -> str | None:
+    """Why a converted cache cannot be used (None: it can): missing, stale or corrupt."""
+    import ctranslate2
+
+    marker = folder / MARKER
+    if not folder.is_dir():
+        return "missing"
+    if not marker.is_file():
+        return "corrupt (no marker: a conversion that did not finish)"
+    try:
+        saved = json.loads(marker.read_text(encoding="utf-8"))
+        converted_from, hashes = saved["from"], saved["files"]
+    except (ValueError, KeyError, TypeError) as e:
+        return f"corrupt (unreadable {MARKER}: {e})"
+    if converted_from != sources:
+        changed = [k for k in sources if converted_from.get(k) != sources[k]]
+        return f"stale ({', '.join(changed)} changed since it was converted)"
+    if saved.get("ctranslate2") != ctranslate2.__version__:
+        return f"stale (converted with CTranslate2 {saved.get('ctranslate2')}, this is {ctranslate2.__version__})"
+    for name, digest in hashes.items():
+        path = folder / name
+        if not path.is_file():
+            return f"corrupt ({name} is missing)"
+        if file_sha256(path) != digest:
+            return f"corrupt ({name} does not match its hash)"
+    return None
+
+
+def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The CTranslate2 model of a fairseq checkpoint: the valid cache, or a fresh conversion."""
+    ctranslate2 = _import_ctranslate2()
+    import repair.nmt.checkpoint  # noqa: F401 - allowlists fairseq's pickled classes for the converter's torch.load
+
+    folder = cache_folder(files.checkpoint, cache_dir)
+    sources = _source_hashes(files)
+    problem = cache_problem(folder, sources)
+    if problem is None:
+        logger.info("CTranslate2 model %s (cached)", folder)
+        return folder
+    if problem != "missing":
+        logger.warning("CTranslate2 cache %s is %s: converting again", folder, problem)
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    except OSError as e:
+        raise UserError(f"cannot write the converted model to {folder.parent} ({e.strerror}): "
+                        f"give translator.cache_dir=DIR, a folder that can be written") from None
+    try:
+        with tempfile.TemporaryDirectory() as data_dir:
+            # The converter reads <data_dir>/dict.<lang>.txt: the model's own dictionaries, wherever they are.
+            for side in (files.src, files.tgt):
+                os.symlink(os.path.abspath(side.dict), os.path.join(data_dir, f"dict.{side.lang}.txt"))
+            converter = ctranslate2.converters.FairseqConverter(
+                files.checkpoint, data_dir, source_lang=files.src.lang, target_lang=files.tgt.lang)
+            try:
+                converter.convert(str(tmp / "model"), quantization="float32", force=True)
+            except ValueError as e:
+                raise UserError(f"{files.checkpoint}: CTranslate2 cannot convert this model: {_reasons(e)}. "
+                                f"Test it with translator=fairseq instead") from None
+            except Exception as e:  # the converter rebuilds the model with fairseq: any failure there
+                raise UserError(f"{files.checkpoint}: CTranslate2's fairseq converter failed "
+                                f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
+                                f"Test it with translator=fairseq instead") from None
+        model = tmp / "model"
+        marker = {"from": sources, "ctranslate2": ctranslate2.__version__,
+                  "files": {p.name: file_sha256(p) for p in sorted(model.iterdir()) if p.is_file()}}
+        from repair.fileio import write_json_atomic
+
+        write_json_atomic(model / MARKER, marker)  # last: a folder without it is an unfinished conversion
+        if folder.exists():
+            aside = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+            os.replace(folder, aside / "old")
+            shutil.rmtree(aside, ignore_errors=True)
+        os.replace(model, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("converted %s with CTranslate2 %s into %s", files.checkpoint, ctranslate2.__version__, folder)
+    return folder
+
+
+def _reasons(error: ValueError) -> str:
+    """The converter's reasons ('Option --activation-fn tanh is not supported'), on one line."""
+    lines = [line[2:] for line in str(error).splitlines() if line.startswith("- ")]
+    return "; ".join(lines) if lines else str(error).strip()[:300]
+
+
+# ----------------------------------------------------------------------------- an already converted model
+
+
+def model_dir_files(model_dir: str | os.PathLike, **preprocessing: Any) -> ModelFiles:
+    """A converted CTranslate2 model folder with its preprocessing: the options given, else the
+    SentencePiece models an OPUS-MT folder ships (source.spm, target.spm)."""
+    from repair.nmt.preprocessing import check_option_keys
+
+    folder = Path(model_dir)
+    missing = [f for f in CT2_FILES if not (folder / f).is_file()]
+    if missing:
+        raise UserError(f"translator.model_dir={folder}: not a CTranslate2 model folder (no {', '.join(missing)}; "
+                        f"convert a model with ct2-transformers-converter --output_dir {folder})")
+    check_option_keys(preprocessing, "translator")
+    given = {k: v for k, v in preprocessing.items() if v not in (None, "")}
+    dicts = [k for k in given if k.endswith("_dict")]
+    if dicts:
+        raise UserError(f"translator.model_dir: {', '.join(dicts)} do not apply, the vocabularies are in {folder}")
+
+    def side(name: str, lang: str, default_spm: str) -> Side:
+        def pick(key: str) -> Any:
+            return given.get(f"{name}_{key}") or given.get(key)
+
+        spm = pick("sentencepiece_model")
+        bpe = pick("bpe") or ("sentencepiece" if spm or (folder / default_spm).is_file() else "none")
+        if bpe == "sentencepiece":
+            spm = spm or str(folder / default_spm)
+            if not Path(spm).is_file():
+                raise UserError(f"SentencePiece model {spm} not found ({lang} side of {folder}): give "
+                                f"translator.{name}_sentencepiece_model=FILE")
+        codes = pick("bpe_codes")
+        if bpe in ("subword_nmt", "fastbpe") and not (codes and Path(codes).is_file()):
+            raise UserError(f"bpe={bpe} needs translator.{name}_bpe_codes=FILE ({lang} side of {folder})")
+        return Side(lang, "", pick("tokenizer") or "none", bpe, codes if bpe in ("subword_nmt", "fastbpe") else None,
+                    spm if bpe == "sentencepiece" else None)
+
+    if not any((folder / f).is_file() for f in OPUS_SPM) and not given:
+        raise UserError(f"translator.model_dir={folder}: no preprocessing found: copy the model's SentencePiece "
+                        f"models in as {' and '.join(OPUS_SPM)} (ct2-transformers-converter --copy_files "
+                        f"{' '.join(OPUS_SPM)}), or give translator.src_sentencepiece_model= and "
+                        f"translator.tgt_sentencepiece_model=")
+    return ModelFiles(str(folder), side("src", "en", OPUS_SPM[0]), side("tgt", "zh", OPUS_SPM[1]))
+
+
+# ----------------------------------------------------------------------------- the translator
+
+
+class CTranslate2Translator(Translator):
+    """Translates English to Chinese with CTranslate2.
+
+    `checkpoint` (a fairseq checkpoint file or model folder, with `data_dir` and the preprocessing
+    options as for translator=fairseq) or resolved `files` is converted once and cached (see the
+    module doc); `model_dir` is a model already converted, tested as it is. `compute_type`: None
+    means int8 on CPU and float16 on GPU; any type CTranslate2 offers on the device (float32 gives
+    fairseq's translations). `max_tokens`: source tokens per batch. `threads` CPU cores, shared out as
+    `workers` batches translated at once.
+    """
+
+    name = "ctranslate2"
+    extra_options = OPTION_KEYS
+
+    def __init__(
+        self,
+        checkpoint: str | os.PathLike | None = None,
+        data_dir: str | os.PathLike | None = None,
+        *,
+        files: ModelFiles | None = None,
+        model_dir: str | os.PathLike | None = None,
+        source_prefix: str | None = None,
+        cache_dir: str | os.PathLike | None = None,
+        beam: int = 5,
+        max_tokens: int = 4000,
+        max_len: int = 200,
+        max_len_a: float = 1.2,
+        max_len_b: int = 10,
+        len_penalty: float = 1.0,
+        compute_type: str | None = None,
+        device: str = "auto",
+        threads: int | None = None,
+        workers: int | None = None,
+        **preprocessing: Any,
+    ):
+        ctranslate2 = _import_ctranslate2()
+        if beam < 1 or max_tokens < 1 or max_len < 1:
+            raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be positive")
+        self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
+        self.max_len_a, self.max_len_b, self.len_penalty = float(max_len_a), int(max_len_b), float(len_penalty)
+        self.source_prefix = source_prefix.split() if source_prefix else []
+        preprocessing = {k: v for k, v in preprocessing.items() if v not in (None, "")}
+        sources = [k for k, v in (("checkpoint", checkpoint), ("files", files), ("model_dir", model_dir)) if v]
+        if not sources:
+            raise UserError("translator=ctranslate2 needs translator.checkpoint=PATH (a fairseq checkpoint file or model "
+                            "folder) or translator.model_dir=DIR (a model converted with ct2-transformers-converter)")
+        if len(sources) > 1:
+            raise UserError(f"translator=ctranslate2: give one of translator.checkpoint and translator.model_dir "
+                            f"(given: {', '.join(sources)})")
+        if model_dir:
+            files = model_dir_files(model_dir, **preprocessing)
+            path, self.max_source_positions = Path(model_dir), None
+        else:
+            if files is None:
+                from repair.nmt.translator import load_model_files
+
+                files = load_model_files(checkpoint, data_dir, **preprocessing)
+            elif preprocessing:
+                raise UserError(f"translator: preprocessing options {sorted(preprocessing)} given with resolved model files")
+            path = convert_checkpoint(files, cache_dir)
+            self.max_source_positions = _max_source_positions(files.checkpoint)
+        self.files, self.model_path = files, path
+        self.checkpoint = files.checkpoint
+        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
+
+        if device == "auto":
+            device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+        if device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
+            raise UserError(f"translator device={device}, but CTranslate2 sees no CUDA device")
+        kind, _, index = device.partition(":")
+        self.device = device
+        self.compute_type = compute_type or ("float16" if kind == "cuda" else "int8")
+        supported = ctranslate2.get_supported_compute_types(kind)
+        if self.compute_type not in supported and self.compute_type not in ("default", "auto"):
+            raise UserError(f"translator.compute_type={self.compute_type}: not offered on {kind} "
+                            f"(offered: {', '.join(sorted(supported))})")
+        if workers is not None and int(workers) < 1:
+            raise UserError(f"translator: workers ({workers}) must be at least 1")
+        cores = int(threads) if threads else (os.cpu_count() or 1)
+        self.workers = int(workers) if workers else 1
+        self.threads = max(1, cores // self.workers)
+        try:
+            self.model = ctranslate2.Translator(
+                str(path), device=kind, device_index=int(index or 0), compute_type=self.compute_type,
+                inter_threads=self.workers, intra_threads=self.threads if kind == "cpu" else 0)
+        except (RuntimeError, ValueError) as e:
+            raise UserError(f"{path}: CTranslate2 cannot load this model ({str(e).splitlines()[0][:300]})") from None
+        self._ignore = {"<unk>", "<pad>", "<blank>", "<s>", "</s>"}
+        try:
+            config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path / 'config.json'}: not readable ({e})") from None
+        self._end = config.get("eos_token") or "</s>"
+        self._ignore.add(self._end)
+        # A model whose config does not add the end token to the source (Marian / OPUS-MT) is given it, as its
+        # own tokenizer does; fairseq's converter sets add_source_eos.
+        self._source_suffix = [] if config.get("add_source_eos") else [self._end]
+
+    def caps(self, lengths: Sequence[int]) -> list[int]:
+        """Each source's output cap in target tokens, as fairseq's generator sets it for
+        FairseqTranslator (lengths with the end token)."""
+        if self.max_source_positions is None:
+            return [self.max_len] * len(lengths)
+        from repair.nmt.translator import bucket_width
+
+        return [min(int(self.max_len_a * bucket_width(n, self.max_source_positions) + self.max_len_b), self.max_len)
+                for n in lengths]
+
+    def translate(self, texts: list[str]) -> list[str]:
+        if isinstance(texts, str):
+            raise TypeError("translate() takes a list of texts")
+        out = [""] * len(texts)
+        cleaned = [clean_text(t or "") for t in texts]
+        todo = [i for i, t in enumerate(cleaned) if t]
+        tokens = [self.source_prefix + line.split() for line in self.src_codec.encode_all([cleaned[i] for i in todo])]
+        if self.max_source_positions is not None:
+            limit = self.max_source_positions - 1  # the converted model adds the end token
+            cut = sum(len(t) > limit for t in tokens)
+            if cut:
+                logger.warning("%d text(s) longer than the model's %d source positions were truncated",
+                               cut, self.max_source_positions)
+                tokens = [t[:limit] for t in tokens]
+        by_cap: dict[int, list[int]] = {}
+        for k, cap in enumerate(self.caps([len(t) + 1 for t in tokens])):
+            by_cap.setdefault(cap, []).append(k)
+        tokens = [t + self._source_suffix for t in tokens]
+        for cap, group in sorted(by_cap.items()):
+            results = self.model.translate_batch(
+                [tokens[k] for k in group], max_batch_size=self.max_tokens, batch_type="tokens",
+                beam_size=self.beam, length_penalty=self.len_penalty, max_decoding_length=cap + 1,
+                return_end_token=True, max_input_length=0)
+            for k, result in zip(group, results):
+                hypothesis = result.hypotheses[0]
+                # CTranslate2 counts the end token in the length, fairseq does not (it forces the end
+                # token after `cap` tokens): cut a translation that did not end to fairseq's length.
+                hypothesis = hypothesis[:-1] if hypothesis and hypothesis[-1] == self._end else hypothesis[:cap]
+                out[todo[k]] = self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))
+        return out
+
+
+def _max_source_positions(checkpoint: str) -> int:
+    from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+
+    cfg = checkpoint_cfg(load_checkpoint(checkpoint))
+    model = cfg.get("model")
+    value = getattr(model, "max_source_positions", None) if model is not None else None
+    return int(value or 1024)

@@ -1,0 +1,210 @@
+"""translator=ctranslate2 on a tiny fairseq model trained here: conversion, fairseq's translations in
+float32, int8, the converted cache (reused, stale after a fine-tune, corrupt), unconvertible checkpoints,
+and a model folder converted beforehand, tested through repair.purity."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+from repair.errors import UserError
+from repair.nmt.ct2 import MARKER, CTranslate2Translator, cache_folder
+from repair.nmt.finetune import finetune_model
+from repair.nmt.translator import FairseqTranslator
+from test_nmt import corpus, data_dir, model_files, trained, valid_pairs  # noqa: F401 - fixtures of the tiny model
+
+REPO = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # trains the tiny model (about a minute on 2 cores)
+
+OPTIONS = {"beam": 4, "max_tokens": 300, "threads": 1}
+
+
+def texts() -> list[str]:
+    held_out = [en for en, _ in corpus.pairs(60, seed=7)]
+    # empty, unknown characters, a text that runs into the output cap, a long one
+    return held_out + ["", "Zyx qwv ☃ !", "the " * 12, " ".join(en for en, _ in corpus.pairs(8, seed=8))]
+
+
+@pytest.fixture(scope="module")
+def files(trained, data_dir, tmp_path_factory):  # noqa: F811
+    """The tiny model in a folder of its own, so that its converted cache is this module's."""
+    folder = tmp_path_factory.mktemp("model")
+    shutil.copyfile(trained, folder / "checkpoint.pt")
+    return model_files(trained, data_dir).with_checkpoint(folder / "checkpoint.pt")
+
+
+@pytest.fixture(scope="module")
+def fairseq_out(files):
+    return FairseqTranslator(files=files, **OPTIONS).translate(texts())
+
+
+def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
+    with caplog.at_level(logging.INFO):
+        ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    folder = cache_folder(files.checkpoint)
+    assert f"into {folder}" in caplog.text
+    assert {"config.json", "model.bin", MARKER} <= {p.name for p in folder.iterdir()}
+    marker = json.loads((folder / MARKER).read_text())
+    assert set(marker["from"]) == {"checkpoint", "src_dict", "tgt_dict"}
+    out = ct2.translate(texts())
+    assert out == fairseq_out
+    assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
+
+
+def test_int8_translates(files, fairseq_out):
+    ct2 = CTranslate2Translator(files=files, **OPTIONS)
+    assert ct2.compute_type == "int8"  # the CPU default
+    out = ct2.translate(texts())
+    assert len(out) == len(fairseq_out) and out[60] == ""
+    assert sum(a == b for a, b in zip(out[:60], fairseq_out[:60])) >= 50
+
+
+def test_the_converted_cache_is_reused(files, caplog):
+    CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    model_bin = cache_folder(files.checkpoint) / "model.bin"
+    before = model_bin.stat()
+    with caplog.at_level(logging.INFO):
+        CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    assert "(cached)" in caplog.text and "converted" not in caplog.text
+    after = model_bin.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_cache_dir_keeps_checkpoints_of_the_same_name_apart(files, tmp_path):
+    other = tmp_path / "other" / Path(files.checkpoint).name
+    other.parent.mkdir()
+    shutil.copyfile(files.checkpoint, other)
+    a = CTranslate2Translator(files=files, cache_dir=tmp_path / "cache", **OPTIONS)
+    b = CTranslate2Translator(files=files.with_checkpoint(other), cache_dir=tmp_path / "cache", **OPTIONS)
+    assert a.model_path.parent == b.model_path.parent == tmp_path / "cache" and a.model_path != b.model_path
+    assert (a.model_path / MARKER).is_file() and (b.model_path / MARKER).is_file()
+
+
+@pytest.mark.parametrize("damage", ["model.bin", "marker", "vocabulary"])
+def test_a_corrupt_cache_is_converted_again(files, fairseq_out, damage, caplog):
+    CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    folder = cache_folder(files.checkpoint)
+    if damage == "model.bin":
+        data = bytearray((folder / "model.bin").read_bytes())
+        data[len(data) // 2: len(data) // 2 + 64] = bytes(64)  # same size, wrong weights
+        (folder / "model.bin").write_bytes(bytes(data))
+        reason = "model.bin does not match its hash"
+    elif damage == "marker":
+        (folder / MARKER).unlink()  # a conversion stopped before its end
+        reason = "no marker"
+    else:
+        (folder / "target_vocabulary.json").unlink()
+        reason = "target_vocabulary.json is missing"
+    with caplog.at_level(logging.INFO):
+        ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    assert f"is corrupt ({reason}" in caplog.text and "converting again" in caplog.text
+    assert ct2.translate(texts()) == fairseq_out
+    assert not [p for p in folder.parent.iterdir() if p.name.startswith(f".{folder.name}")]  # no temporary left
+
+
+def test_a_finetuned_checkpoint_is_converted_again(files, data_dir, tmp_path, caplog):  # noqa: F811
+    corrections = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。"), ("The old child calls the student .", "老孩子叫学生。")]
+    pairs = corrections * 10 + corpus.pairs(100, seed=0)
+    result = finetune_model(files, pairs, valid_pairs(data_dir), tmp_path / "ft", lr=1e-3, patience=1, max_epoch=3)
+    tuned = files.with_checkpoint(result["best_checkpoint"])
+    sources = [en for en, _ in corrections] + texts()
+    # The fine-tuned model through its own files, as the loop's verification does: its own cache.
+    ct2_tuned = CTranslate2Translator(files=tuned, compute_type="float32", **OPTIONS)
+    fairseq_tuned = FairseqTranslator(files=tuned, **OPTIONS).translate(sources)
+    assert ct2_tuned.translate(sources) == fairseq_tuned
+    assert cache_folder(tuned.checkpoint).is_dir()
+    # The same checkpoint path overwritten by a fine-tune: the cache beside it is stale and never used.
+    copy = tmp_path / "model" / "checkpoint.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(files.checkpoint, copy)
+    base_out = CTranslate2Translator(files=files.with_checkpoint(copy), compute_type="float32", **OPTIONS).translate(sources)
+    shutil.copyfile(tuned.checkpoint, copy)
+    with caplog.at_level(logging.INFO):
+        again = CTranslate2Translator(files=files.with_checkpoint(copy), compute_type="float32", **OPTIONS).translate(sources)
+    assert "is stale (checkpoint changed since it was converted)" in caplog.text
+    assert again == fairseq_tuned != base_out
+
+
+def test_an_unconvertible_checkpoint_names_the_option(files, tmp_path):
+    state = torch.load(files.checkpoint, map_location="cpu", weights_only=True)
+    args = state["cfg"]["model"]
+    args.activation_fn = "tanh"  # fairseq trains with it, CTranslate2 has no tanh activation
+    bad = tmp_path / "tanh.pt"
+    torch.save(state, bad)
+    with pytest.raises(UserError) as e:
+        CTranslate2Translator(files=files.with_checkpoint(bad), **OPTIONS)
+    message = str(e.value)
+    assert "activation-fn tanh is not supported" in message and "translator=fairseq" in message
+    assert str(bad) in message and "\n" not in message
+    assert not cache_folder(bad).exists() and [p.name for p in tmp_path.iterdir()] == ["tanh.pt"]
+
+
+def test_bad_options_are_clear_errors(files, tmp_path):
+    from repair.loop import check_translator
+    from repair.purity.translators import make_translator
+
+    with pytest.raises(UserError, match="translator.checkpoint=PATH .* translator.model_dir=DIR"):
+        make_translator({"name": "ctranslate2"})
+    with pytest.raises(UserError, match="compute_type=bfloat8: not offered on cpu"):
+        CTranslate2Translator(files=files, compute_type="bfloat8", **OPTIONS)
+    with pytest.raises(UserError, match="not a CTranslate2 model folder"):
+        CTranslate2Translator(model_dir=tmp_path)
+    with pytest.raises(UserError, match="can be tested .* but not fine-tuned"):
+        check_translator(OmegaConf.create({"translator": {"name": "ctranslate2", "model_dir": str(tmp_path)}}))
+
+
+def test_the_loop_builds_a_ctranslate2_translator_per_model(files, tmp_path):
+    from repair.loop import Run
+
+    cfg = OmegaConf.create({"device": "cpu", "model": {"threads": 1},
+                            "translator": OmegaConf.load(REPO / "conf" / "translator" / "ctranslate2.yaml")})
+    run = Run(cfg, tmp_path)
+    base = run.translator(files)
+    assert isinstance(base, CTranslate2Translator) and base.threads == 1 and base.compute_type == "int8"
+    assert base.model_path == cache_folder(files.checkpoint)
+
+
+def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, tmp_path):
+    """A model converted beforehand, with its SentencePiece models beside it as OPUS-MT folders have them."""
+    import ctranslate2
+
+    import repair.nmt.checkpoint  # noqa: F401 - the converter loads the checkpoint with torch's weights-only unpickler
+
+    data = tmp_path / "dicts"
+    data.mkdir()
+    for side in (files.src, files.tgt):
+        shutil.copyfile(side.dict, data / f"dict.{side.lang}.txt")
+    model = tmp_path / "converted"
+    ctranslate2.converters.FairseqConverter(files.checkpoint, str(data), source_lang="en", target_lang="zh").convert(
+        str(model), quantization="float32")
+    shutil.copyfile(files.src.sentencepiece_model, model / "source.spm")
+    shutil.copyfile(files.tgt.sentencepiece_model, model / "target.spm")
+    sentences = [en for en, _ in corpus.pairs(12, seed=21)]
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run(
+        [sys.executable, "-m", "repair.purity", f"input={tmp_path / 'sentences.txt'}", "parser=spacy",
+         "translator=ctranslate2", f"translator.model_dir={model}", "translator.compute_type=float32",
+         "translator.beam=4", f"out={tmp_path / 'run'}"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line.split("\t") for line in (tmp_path / "run" / "translations.tsv").read_text(encoding="utf-8").splitlines()]
+    assert {s for s, _ in rows} >= set(sentences)
+    reference = FairseqTranslator(files=files, beam=4, threads=1).translate([s for s, _ in rows])
+    assert sum(t == r for (_, t), r in zip(rows, reference)) >= 0.95 * len(rows)
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["settings"]["translator"] == "ctranslate2"
+    # The same folder without its SentencePiece models: one error that says what to add.
+    (model / "source.spm").unlink()
+    (model / "target.spm").unlink()
+    with pytest.raises(UserError, match="source.spm and target.spm"):
+        CTranslate2Translator(model_dir=model)

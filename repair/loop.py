@@ -548,8 +548,11 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
 
         heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held],
                           load_references(data.references) if data.references else None)
-        write_json_atomic(run_dir / "heldout.json", {"input": str(data.sentences), "share": cfg.purity.holdout,
-                                                     "sentences": len(held), "lines": heldout.lines})
+        record = {"input": str(data.sentences), "share": cfg.purity.holdout, "sentences": len(held),
+                  "lines": heldout.lines}
+        path = run_dir / "heldout.json"
+        if not path.exists() or read_json(path) != record:  # a resumed run leaves its record as it was
+            write_json_atomic(path, record)
         log.info("held out %s of %s sentences of %s (purity.holdout=%s)", len(held), len(held) + len(rest),
                  data.sentences, cfg.purity.holdout)
 

@@ -30,7 +30,7 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
 from repair.purity.translators import Translator
 
 logger = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ class CTranslate2Translator(Translator):
         self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
         self.max_len_a, self.max_len_b, self.len_penalty = float(max_len_a), int(max_len_b), float(len_penalty)
         self.source_prefix = source_prefix.split() if source_prefix else []
-        preprocessing = {k: v for k, v in preprocessing.items() if v not in (None, "")}
+        preprocessing = given_preprocessing(files, preprocessing)
         sources = [k for k, v in (("checkpoint", checkpoint), ("files", files), ("model_dir", model_dir)) if v]
         if not sources:
             raise UserError("translator=ctranslate2 needs translator.checkpoint=PATH (a fairseq checkpoint file or model "
@@ -265,8 +265,6 @@ class CTranslate2Translator(Translator):
                 from repair.nmt.translator import load_model_files
 
                 files = load_model_files(checkpoint, data_dir, **preprocessing)
-            elif preprocessing:
-                raise UserError(f"translator: preprocessing options {sorted(preprocessing)} given with resolved model files")
             path = convert_checkpoint(files, cache_dir)
             self.max_source_positions = _max_source_positions(files.checkpoint)
         self.files, self.model_path = files, path

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Sequence
 
 from repair.data.prepare import binarize_pairs
-from repair.nmt.preprocessing import ModelFiles, write_model_folder
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_json, write_json_atomic
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.preprocessing import ModelFiles, write_model_folder
 from repair.nmt.train import _set_threads, read_curve, run_training, use_cuda
 
 logger = logging.getLogger(__name__)
@@ -31,13 +31,14 @@ def _pairs_digest(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoint: Path, *, lr: float, patience: int,
-                    max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool):
+                    max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool, langs: tuple[str, str]):
     """The base model's own training config, turned into a fine-tuning run with a fixed learning rate."""
     from omegaconf import open_dict
 
     cfg = checkpoint_cfg(base_state)
     with open_dict(cfg):
         cfg.task.data = str(data)
+        cfg.task.source_lang, cfg.task.target_lang = langs  # the languages its files are named by
         c = cfg.checkpoint
         c.save_dir, c.finetune_from_model, c.restore_file = str(save_dir), str(base_checkpoint), "checkpoint_last.pt"
         c.reset_optimizer = c.reset_lr_scheduler = c.reset_dataloader = c.reset_meters = False
@@ -87,8 +88,9 @@ def finetune_model(
 
     Both are encoded with the base model's own preprocessing and dictionaries, and save_dir gets
     them beside the fine-tuned checkpoints (dict files, subword models, preprocessing.yaml): the
-    folder is a model that replaces the base one as it is. Returns {"best_checkpoint", "epochs", "best_valid_loss", "curve": [{"epoch", "train_loss",
-    "valid_loss"}, ...], "seconds"} and writes it to save_dir/finetune.json.
+    folder is a model that replaces the base one as it is. Returns {"best_checkpoint", "epochs",
+    "best_valid_loss", "curve": [{"epoch", "train_loss", "valid_loss"}, ...], "seconds"} and writes it
+    to save_dir/finetune.json.
     """
     start = time.time()
     base_checkpoint, save_dir = Path(base.checkpoint), Path(save_dir)
@@ -120,12 +122,9 @@ def finetune_model(
     cuda = use_cuda(device)
     _set_threads(threads, cuda)
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
-                          seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=cuda and fp16 in (True, "auto", "true"))
+                          seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=cuda and fp16 in (True, "auto", "true"),
+                          langs=(base.src.lang, base.tgt.lang))
     del base_state
-    from omegaconf import open_dict
-
-    with open_dict(cfg):
-        cfg.task.source_lang, cfg.task.target_lang = base.src.lang, base.tgt.lang
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)
     run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row))

@@ -209,6 +209,14 @@ def read_preprocessing_file(path: Path) -> dict:
     return out
 
 
+def given_preprocessing(files: ModelFiles | None, options: Mapping[str, Any]) -> dict:
+    """The preprocessing options a translator was given (unset ones dropped); resolved `files` take none."""
+    given = {k: v for k, v in options.items() if v not in (None, "")}
+    if files is not None and given:
+        raise UserError(f"translator: preprocessing options {sorted(given)} given with resolved model files")
+    return given
+
+
 def check_option_keys(options: Mapping[str, Any], where: str) -> None:
     unknown = sorted(k for k in options if k not in OPTION_KEYS)
     if unknown:

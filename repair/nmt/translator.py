@@ -10,8 +10,8 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
-from repair.nmt.checkpoint import load_checkpoint
-from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, resolve_model_files
+from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing, resolve_model_files
 from repair.purity.translators import Translator
 
 logger = logging.getLogger(__name__)
@@ -67,15 +67,13 @@ class FairseqTranslator(Translator):
         if beam < 1 or max_tokens < 1:
             raise UserError(f"translator: beam ({beam}) and max_tokens ({max_tokens}) must be positive")
         self.beam, self.max_tokens, self.max_sentences, self.max_len = int(beam), int(max_tokens), int(max_sentences), int(max_len)
-        preprocessing = {k: v for k, v in preprocessing.items() if v not in (None, "")}
+        preprocessing = given_preprocessing(files, preprocessing)
         if files is None:
             from repair.nmt.preprocessing import checkpoint_path
 
             state = load_checkpoint(checkpoint_path(checkpoint))
-            files = resolve_model_files(checkpoint, data_dir, _state_cfg(state), **preprocessing)
+            files = resolve_model_files(checkpoint, data_dir, checkpoint_cfg(state), **preprocessing)
         else:
-            if preprocessing:
-                raise UserError(f"translator: preprocessing options {sorted(preprocessing)} given with resolved model files")
             state = load_checkpoint(files.checkpoint)
         self.files = files
         self.checkpoint = files.checkpoint
@@ -122,7 +120,7 @@ class FairseqTranslator(Translator):
         from omegaconf import open_dict
 
         if state.get("cfg") is not None:
-            state["cfg"] = _state_cfg(state)
+            state["cfg"] = checkpoint_cfg(state)
         state = checkpoint_utils._upgrade_state_dict(state)
         cfg = state["cfg"]
         task_name = getattr(cfg.task, "_name", None) or getattr(cfg.task, "task", None)
@@ -264,22 +262,11 @@ def load_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike 
     from repair.nmt.preprocessing import checkpoint_path
 
     state = load_checkpoint(checkpoint_path(checkpoint))
-    files = resolve_model_files(checkpoint, data_dir, _state_cfg(state), **options)
+    files = resolve_model_files(checkpoint, data_dir, checkpoint_cfg(state), **options)
     check_dictionaries(files.checkpoint, state["model"], files, len(load_dictionary(files.src.dict)),
                        len(load_dictionary(files.tgt.dict)))
     Codec(files.src), Codec(files.tgt)  # codes and models readable: fail here, before any work
     return files
-
-
-def _state_cfg(state: dict):
-    """A checkpoint's training config as an OmegaConf object (older checkpoints: from their argparse args)."""
-    from omegaconf import OmegaConf
-
-    from repair.nmt.checkpoint import checkpoint_cfg
-
-    if state.get("cfg") is not None and not OmegaConf.is_config(state["cfg"]):
-        return OmegaConf.create(state["cfg"], flags={"allow_objects": True})
-    return checkpoint_cfg(state)
 
 
 def check_dictionaries(checkpoint: str, model_state: dict, files: ModelFiles, n_src: int, n_tgt: int) -> None:

@@ -12,7 +12,7 @@ from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing, resolve_model_files
-from repair.purity.translators import Translator
+from repair.nmt.base import Translator
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ logger = logging.getLogger(__name__)
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
 DEMO_VERSION = 2
 
-DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=400)
+DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=150)
 
 
 # ----------------------------------------------------------------------------- text normalization

@@ -246,7 +246,7 @@ function render() {
   const iss = issues[current];
   const d = draft(current);
   $("position").textContent = "Issue " + (current + 1) + " of " + issues.length;
-  $("meta").textContent = "distance " + iss.distance + " · id " + iss.id;
+  $("meta").textContent = iss.relation + " · distance " + iss.distance + " · id " + iss.id;
   const [txt, cls] = statusText(current);
   $("status").textContent = txt;
   $("status").className = "status " + cls;

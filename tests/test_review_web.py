@@ -318,7 +318,7 @@ def test_the_command_finds_the_issues_of_a_run_folder(tmp_path):
         locate(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n', encoding="utf-8")
-    with pytest.raises(UserError, match=r"bad.jsonl:1: issue lacks container"):
+    with pytest.raises(UserError, match=r"bad.jsonl:1: issue x lacks 'sides'"):
         read_issues(bad)
 
 

@@ -32,7 +32,7 @@ from starlette.routing import Route
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
-from repair.issues import ISSUE_KEYS, upgrade
+from repair.issues import upgrade
 from repair.purity.relations import describe
 from repair.review.store import KINDS, CorrectionStore, now_iso
 
@@ -152,7 +152,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     page = _asset("index.html")
     assets = {name: _asset(name) for name in ASSET_TYPES}
     by_id = {i["id"]: i for i in issues}
-    page_issues = [{k: i.get(k) for k in ISSUE_KEYS} for i in issues]
+    page_issues = issues  # whole records: sides, evidence and what a relation adds (the replaced words)
     relations = {name: describe(name) for name in dict.fromkeys(i["relation"] for i in issues)}
 
     def authorised(request: Request) -> bool:

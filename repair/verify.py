@@ -137,6 +137,22 @@ def erroneous_translations(issues: list[dict], references: dict[str, str] | None
     return len(wrong)
 
 
+def by_relation(issues: list[dict], judgments: dict[str, dict], references: dict[str, str] | None) -> dict:
+    """Per test relation: its issues, the erroneous translations among their sides (by reference; None without
+    references) and the review's precision (issues judged with an error / issues judged; None if none judged)."""
+    out: dict[str, dict] = {}
+    groups: dict[str, list[dict]] = {}
+    for issue in map(upgrade, issues):
+        groups.setdefault(issue["relation"], []).append(issue)
+    for name, group in groups.items():
+        judged = [judgments[i["id"]] for i in group if i["id"] in judgments]
+        with_error = sum(1 for j in judged if j["wrong"])
+        out[name] = {"issues": len(group), "erroneous_translations": erroneous_translations(group, references),
+                     "judged": len(judged), "with_error": with_error,
+                     "precision": with_error / len(judged) if judged else None}
+    return out
+
+
 def heldout_comparison(pair_ids: list[str], before: list[dict], after: list[dict],
                        references: dict[str, str] | None) -> dict:
     """Purity on the held-out sentences with the base and the fine-tuned model (issues at the

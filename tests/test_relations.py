@@ -213,3 +213,19 @@ def test_oracle_sheet_and_store_handle_a_replace_issue(tmp_path):
     assert (c["source"], c["correction"]) == (mutant, "正确的译文。")
     with pytest.raises(ReviewPending, match="wrong_1, wrong_2"):
         file_review([issue], tmp_path / "sheet")
+
+
+def test_figures_by_relation_count_issues_errors_and_precision():
+    from repair.verify import by_relation
+
+    rti = upgrade(OLD_RECORD)
+    rep = {"id": "r1", "relation": "replace", "distance": 2, "sentence": "a", "evidence": [],
+           "sides": [{"role": "original", "source": "a cat sat .", "translation": "猫坐着。"},
+                     {"role": "mutant", "source": "a dog sat .", "translation": "狗走了。"}]}
+    judgments = {"r1": {"wrong": ["mutant"]}, rti["id"]: {"wrong": []}}
+    refs = {"a cat sat .": "猫坐着。", "a dog sat .": "狗坐着。", "the clever boy": "聪明的男孩"}
+    figures = by_relation([OLD_RECORD, rep], judgments, refs)
+    assert figures["replace"] == {"issues": 1, "erroneous_translations": 1, "judged": 1, "with_error": 1,
+                                  "precision": 1.0}
+    assert figures["rti"]["precision"] == 0.0 and figures["rti"]["erroneous_translations"] == 0
+    assert by_relation([rep], {}, None)["replace"]["precision"] is None

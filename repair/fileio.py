@@ -166,6 +166,22 @@ def read_text_lines(path: str | os.PathLike) -> list[str]:
     return split_lines(_decode(path, path.read_bytes()))
 
 
+def iter_text_lines(path: str | os.PathLike) -> Iterator[str]:
+    """Lines of a UTF-8 file, streamed as read_text_lines reads them (a BOM at the start dropped); a clear error names a bad line."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"{path}: no such file")
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UserError(f"{path}:{n}: not UTF-8 (byte 0x{raw[e.start]:02x}); save the file as UTF-8") from None
+            if n == 1:
+                line = line.removeprefix("\ufeff")
+            yield line.rstrip("\r\n")
+
+
 def torn_tail(data: bytes) -> int | None:
     """Where a last line cut short by a crash mid-append starts, or None when the data ends whole.
 

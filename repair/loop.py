@@ -210,6 +210,7 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
 
 
 def purity_kwargs(cfg: DictConfig) -> dict:
+    """The `purity` group's settings for run_purity (the loop's own keys and `relations` left out)."""
     p = cfg.purity
     return dict(
         thresholds=tuple(p.thresholds),
@@ -217,6 +218,9 @@ def purity_kwargs(cfg: DictConfig) -> dict:
         skip_latin=p.skip_latin,
         max_words=p.max_words,
         min_content_words=p.min_content_words,
+        max_sentence_words=p.max_sentence_words,
+        stopwords=p.stopwords,
+        stop_tokens=tuple(p.stop_tokens),
     )
 
 

@@ -9,8 +9,8 @@ import pytest
 
 from repair.data.prepare import (
     binarize_pairs,
-    clean_pairs,
     clean_text,
+    iter_clean_pairs,
     load_spm,
     prepare_data,
     read_clean_pairs,
@@ -29,7 +29,7 @@ def test_clean_text_removes_bom_control_characters_and_odd_spaces():
     assert clean_text(" \x00 ") == ""
 
 
-def test_clean_pairs_counts_what_it_drops():
+def test_iter_clean_pairs_counts_what_it_drops():
     pairs = [
         ("The cat sees the dog .", "猫看见狗。"),
         ("The cat sees the dog .", "猫看见狗。"),  # duplicate
@@ -38,7 +38,8 @@ def test_clean_pairs_counts_what_it_drops():
         (" ".join(["word"] * 300), "词" * 300),  # too long
         ("\ufeffThe dog sees the cat .", "狗看见猫。"),  # repaired, kept
     ]
-    kept, counts = clean_pairs(pairs, max_ratio=9, max_length=250)
+    counts: dict = {}
+    kept = list(iter_clean_pairs(pairs, counts, max_ratio=9, max_length=250))
     assert kept == [("The cat sees the dog .", "猫看见狗。"), ("The dog sees the cat .", "狗看见猫。")]
     assert counts == {"input": 6, "empty": 1, "too_long": 1, "ratio": 1, "duplicate": 1, "kept": 2, "changed": 1}
 

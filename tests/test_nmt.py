@@ -98,7 +98,7 @@ def test_translation_does_not_depend_on_the_batch(translator):
     shuffled = translator.translate([texts[i] for i in shuffled_order])
     assert batched == alone
     assert [shuffled[shuffled_order.index(i)] for i in range(len(texts))] == batched
-    assert len(translator._batches([len(translator.encode(t)) for t in texts])) > 1
+    assert len(translator._batches([len(ids) for ids in translator.encode_all(texts)])) > 1
 
 
 def test_batches_decoded_side_by_side_give_the_same_translations(trained, data_dir, translator):
@@ -106,7 +106,7 @@ def test_batches_decoded_side_by_side_give_the_same_translations(trained, data_d
     assert translator.workers == 1
     two = FairseqTranslator(trained, data_dir, beam=4, max_tokens=300, threads=2, workers=2)
     assert (two.workers, two.threads) == (2, 1)
-    assert len(two._batches([len(two.encode(t)) for t in texts])) > 2
+    assert len(two._batches([len(ids) for ids in two.encode_all(texts)])) > 2
     assert two.translate(texts) == translator.translate(texts)
     assert two.translate(texts[:1]) == translator.translate(texts[:1])
     with pytest.raises(UserError, match="workers"):
@@ -310,7 +310,7 @@ def test_resuming_loads_weights_only_whatever_the_environment(tmp_path, monkeypa
 def test_a_failing_batch_stops_the_other_workers(trained, data_dir, monkeypatch):
     two = FairseqTranslator(trained, data_dir, beam=2, max_sentences=1, threads=2, workers=2)
     texts = [en for en, _ in corpus.pairs(40, seed=11)]
-    n_batches = len(two._batches([len(two.encode(t)) for t in texts]))
+    n_batches = len(two._batches([len(ids) for ids in two.encode_all(texts)]))
     assert n_batches == 40
     calls = []
     original = two.generator.generate

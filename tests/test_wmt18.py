@@ -73,7 +73,7 @@ def test_one_missing_file_is_named_alone(root):
 
 def test_misaligned_corpus_and_unmatched_segments_are_clear_errors(root):
     (root / "corpora" / "en-zh" / "UNv1.0.en-zh.zh").write_text("只有一行。\n", encoding="utf-8")
-    with pytest.raises(UserError, match="not aligned: .*UNv1.0.en-zh.en has more than 1 lines"):
+    with pytest.raises(UserError, match="UNv1.0.en-zh.en has 2 lines but .*UNv1.0.en-zh.zh has 1: the two sides must be aligned"):
         collect(root)
 
 

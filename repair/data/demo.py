@@ -27,39 +27,27 @@ from typing import Iterator, Union
 
 from repair.data import demo_lexicon as lex
 from repair.errors import UserError, exit_on_user_error
-from repair.purity.rti import english_stopwords
 from repair.fileio import iter_jsonl, read_json, write_json_atomic, write_jsonl_atomic, write_text_atomic
+from repair.purity.rti import is_rti, is_word
 
 logger = logging.getLogger(__name__)
 
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
 DEMO_VERSION = 2
 
-DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=400)
-
-# NLTK's English stop-word list, which Purity uses to decide what is an RTI.
-STOP_WORDS = english_stopwords()
+DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=150)
 
 
 # ----------------------------------------------------------------------------- text normalization
 
-def _is_word(token: str) -> bool:
-    return any(ch.isalnum() for ch in token)
-
-
 def normalize_english(text: str) -> str:
     """The key a text is looked up by: tokens joined by one space, `'s` attached, punctuation at both ends dropped."""
     tokens = text.split()
-    while tokens and not _is_word(tokens[0]):
+    while tokens and not is_word(tokens[0]):
         tokens.pop(0)
-    while tokens and not _is_word(tokens[-1]):
+    while tokens and not is_word(tokens[-1]):
         tokens.pop()
     return " ".join(tokens).replace(" 's", "'s")
-
-
-def content_words(text: str) -> int:
-    """Words that are not stop words, counted the way Purity counts them for the RTI bound."""
-    return sum(1 for t in text.split() if _is_word(t) and t.lower().lstrip("'") not in STOP_WORDS)
 
 
 # ----------------------------------------------------------------------------- the phrase trees
@@ -607,11 +595,6 @@ def _params(seed: int, sizes: dict[str, int]) -> dict:
     return {"version": DEMO_VERSION, "seed": seed, **sizes}
 
 
-def _is_rti(en: str, max_words: int = 10, min_content: int = 3) -> bool:
-    words = [t for t in en.split() if _is_word(t)]
-    return len(words) <= max_words and content_words(en) >= min_content
-
-
 def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: int, n_purity: int) -> dict:
     """Everything `build_demo` writes, in memory: {split: [(en, zh)]}, purity sentences, references."""
     rng = random.Random(seed)
@@ -630,7 +613,7 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
         if text in seen:
             continue
         seen[text] = s.zh
-        if len(purity) < n_purity and any(_is_rti(p_en) for p in s.phrases for p_en in [en_text(p)]):
+        if len(purity) < n_purity and any(is_rti(en_text(p).split()) for p in s.phrases):
             purity.append(s)
         elif len(rest) < n_rest:
             rest.append(s)

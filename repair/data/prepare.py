@@ -23,7 +23,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from repair.errors import UserError
-from repair.fileio import write_json_atomic, write_text_atomic
+from repair.fileio import iter_text_lines, write_json_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -100,13 +100,6 @@ def iter_clean_pairs(
         yield en, zh
 
 
-def clean_pairs(pairs: Iterable[tuple[str, str]], **options) -> tuple[list[tuple[str, str]], dict]:
-    """Clean and filter aligned pairs; returns the kept pairs and counts of what was dropped."""
-    counts: dict = {}
-    kept = list(iter_clean_pairs(pairs, counts, **options))
-    return kept, counts
-
-
 # ----------------------------------------------------------------------------- reading raw data
 
 
@@ -150,25 +143,10 @@ def check_raw(data_dir: str | os.PathLike, paths: dict[tuple[str, str], Path] | 
         )
 
 
-def _lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 file, streamed (a BOM at the start dropped); a clear error names a bad line."""
-    if not path.is_file():
-        raise UserError(f"{path}: no such file")
-    with open(path, "rb") as f:
-        for n, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise UserError(f"{path}:{n}: not UTF-8 (byte 0x{raw[e.start]:02x}); save the file as UTF-8") from None
-            if n == 1:
-                line = line.removeprefix("\ufeff")
-            yield line.rstrip("\r\n")
-
-
 def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
     """Aligned (English, Chinese) lines of two files, streamed; unequal lengths are a UserError."""
     n = 0
-    en_it, zh_it = _lines(en_path), _lines(zh_path)
+    en_it, zh_it = iter_text_lines(en_path), iter_text_lines(zh_path)
     for en, zh in itertools.zip_longest(en_it, zh_it):
         if en is None or zh is None:
             rest = 1 + sum(1 for _ in (zh_it if en is None else en_it))
@@ -183,7 +161,7 @@ def check_parallel_files(paths: dict[tuple[str, str], Path]) -> None:
     split of the same length (both files and counts named)."""
     for split in SPLITS:
         en_path, zh_path = paths[(split, SRC)], paths[(split, TGT)]
-        n_en, n_zh = (sum(1 for _ in _lines(p)) for p in (en_path, zh_path))
+        n_en, n_zh = (sum(1 for _ in iter_text_lines(p)) for p in (en_path, zh_path))
         if n_en != n_zh:
             raise UserError(f"{en_path} has {n_en} lines but {zh_path} has {n_zh}: the two sides must be aligned line by line")
 
@@ -273,7 +251,7 @@ def encode_file(sp, src: Path, dst: Path, *, threads: int = 1, chunk: int = 100_
     """SentencePiece pieces of every line of src, space separated, into dst (streamed in chunks)."""
     with open(dst, "w", encoding="utf-8") as out:
         batch: list[str] = []
-        for line in _lines(src):
+        for line in iter_text_lines(src):
             batch.append(line)
             if len(batch) >= chunk:
                 out.write("".join(l + "\n" for l in encode_pieces(sp, batch, threads)))

@@ -9,7 +9,6 @@ anywhere under <root>/corpora/ (unpack the archives there); each is found by its
 from __future__ import annotations
 
 import html
-import itertools
 import json
 import logging
 import os
@@ -22,7 +21,8 @@ from pathlib import Path
 from typing import Iterator
 
 from repair.errors import UserError
-from repair.fileio import read_text_lines, write_json_atomic, write_text_atomic
+from repair.data.prepare import iter_parallel
+from repair.fileio import iter_text_lines, read_text_lines, write_json_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -152,32 +152,13 @@ def read_sgm_pair(src: Path, ref: Path) -> list[tuple[str, str]]:
     return [(t, refs[(d, i)]) for d, i, t in s]
 
 
-def _open_lines(path: Path) -> Iterator[str]:
-    with open(path, encoding="utf-8", errors="strict", newline="") as f:
-        n = 0
-        try:
-            for n, line in enumerate(f, 1):
-                yield line.rstrip("\r\n")
-        except UnicodeDecodeError:
-            raise UserError(f"{path}:{n + 1}: not UTF-8; the WMT'18 releases are UTF-8, re-extract the file") from None
-
-
 def iter_tsv(path: Path, stats: dict) -> Iterator[tuple[str, str]]:
-    for line in _open_lines(path):
+    for line in iter_text_lines(path):
         fields = line.split("\t")
         if len(fields) < 2:
             stats["malformed"] = stats.get("malformed", 0) + 1
             continue
         yield fields[0], fields[1]
-
-
-def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
-    n = 0
-    for n, (en, zh) in enumerate(itertools.zip_longest(_open_lines(en_path), _open_lines(zh_path)), 1):
-        if en is None or zh is None:
-            longer = en_path if zh is None else zh_path
-            raise UserError(f"{en_path} and {zh_path} are not aligned: {longer} has more than {n - 1} lines")
-        yield en, zh
 
 
 # ----------------------------------------------------------------------------- the recipe

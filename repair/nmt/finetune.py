@@ -20,8 +20,9 @@ from repair.data.prepare import binarize_pairs
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_json, write_json_atomic
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.preprocessing import ModelFiles, write_model_folder
-from repair.nmt.train import _set_threads, read_curve, run_training, use_cuda
+from repair.nmt.train import read_curve, run_training
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ def finetune_model(
     save_dir: str | os.PathLike,
     *,
     lr: float = 3e-4,
-    patience: int = 2,
+    patience: int = 3,
     max_epoch: int = 20,
     seed: int = 1,
     max_tokens: int | None = None,
@@ -120,9 +121,9 @@ def finetune_model(
     if not (data / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
         binarize_pairs({"train": list(train_pairs), "valid": list(valid_pairs)}, base, data)
     cuda = use_cuda(device)
-    _set_threads(threads, cuda)
+    set_threads(threads, cuda)
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
-                          seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=cuda and fp16 in (True, "auto", "true"),
+                          seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=use_fp16(fp16, cuda),
                           langs=(base.src.lang, base.tgt.lang))
     del base_state
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",

@@ -18,6 +18,7 @@ from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
 from repair.nmt.checkpoint import force_weights_only, heal_checkpoints  # also allowlists fairseq's classes
+from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.fairseq_config import fairseq_option_args, training_config
 
 logger = logging.getLogger(__name__)
@@ -35,16 +36,6 @@ def _plain(cfg: Any) -> dict:
     except ImportError:  # pragma: no cover
         pass
     return dict(cfg)
-
-
-def use_cuda(device: str = "auto") -> bool:
-    import torch
-
-    if device == "cpu":
-        return False
-    if device == "cuda" and not torch.cuda.is_available():
-        raise UserError("device=cuda asked for, but torch sees no CUDA device")
-    return torch.cuda.is_available()
 
 
 def check_binarized(bin_dir: Path, splits=("train", "valid")) -> None:
@@ -197,9 +188,8 @@ def train_model(
     save_dir = Path(save_dir)
     save_dir.mkdir(parents=True, exist_ok=True)
     cuda = use_cuda(device)
-    fp16_opt = cfg_dict.get("fp16", "auto")
-    fp16 = cuda and fp16_opt in (True, "auto", "true")
-    _set_threads(threads or cfg_dict.get("threads"), cuda)
+    fp16 = use_fp16(cfg_dict.get("fp16", "auto"), cuda)
+    set_threads(threads or cfg_dict.get("threads"), cuda)
     options = {k: v for k, v in cfg_dict.items() if k not in OWN_KEYS}
     if max_epoch is not None:
         options["max_epoch"] = max_epoch
@@ -222,13 +212,6 @@ def read_curve(save_dir: str | os.PathLike) -> list[dict]:
     """Per-epoch losses logged by train_model/finetune_model in save_dir (the latest record per epoch)."""
     path = Path(save_dir) / "curve.jsonl"
     return _merge_epochs(read_jsonl(path)) if path.is_file() else []
-
-
-def _set_threads(threads: int | None, cuda: bool) -> None:
-    import torch
-
-    if threads and not cuda:
-        torch.set_num_threads(int(threads))
 
 
 def load_model_file(path: str | os.PathLike):

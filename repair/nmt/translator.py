@@ -10,9 +10,10 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
+from repair.nmt.base import Translator
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.device import torch_device, use_fp16
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing, resolve_model_files
-from repair.purity.translators import Translator
 
 logger = logging.getLogger(__name__)
 
@@ -80,12 +81,8 @@ class FairseqTranslator(Translator):
         self.src_dict, self.tgt_dict = load_dictionary(files.src.dict), load_dictionary(files.tgt.dict)
         self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
 
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():
-            raise UserError(f"translator device={device}, but torch sees no CUDA device")
-        self.device = torch.device(device)
-        self.fp16 = self.device.type == "cuda" and fp16 in (True, "auto", "true")
+        self.device = torch.device(torch_device(device, "translator.device"))
+        self.fp16 = use_fp16(fp16, self.device.type == "cuda")
         if workers is not None and int(workers) < 1:
             raise UserError(f"translator: workers ({workers}) must be at least 1")
         if self.device.type == "cpu":
@@ -147,10 +144,6 @@ class FairseqTranslator(Translator):
         return model.to(self.device)
 
     # ------------------------------------------------------------------ translating
-
-    def encode(self, text: str):
-        """Source token ids (with EOS) of one text, cut to the model's maximum positions."""
-        return self.encode_all([text])[0]
 
     def encode_all(self, texts: Sequence[str], *, cleaned: bool = False) -> list:
         """Source token ids of each text, with the model's own tokenizer and subword model, cut to

@@ -64,7 +64,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
     return summary
 
 
-@hydra.main(version_base=None, config_path="../../conf", config_name="purity")
+@hydra.main(version_base=None, config_path="../../conf", config_name="purity_app")
 def main(cfg: DictConfig) -> None:
     from hydra.core.hydra_config import HydraConfig
 

@@ -302,6 +302,15 @@ def is_stopword(word: str, stopwords: frozenset[str]) -> bool:
     return word in stopwords
 
 
+def is_rti(tokens: Iterable[str], stopwords: frozenset[str] | None = None, max_words: int = DEFAULT_MAX_WORDS,
+           min_content_words: int = DEFAULT_MIN_CONTENT_WORDS) -> bool:
+    """Rule 3 for a noun phrase's tokens: at most `max_words` words (tokens with a letter or digit), at
+    least `min_content_words` of them not stop words."""
+    stopwords = english_stopwords() if stopwords is None else stopwords
+    words = [t for t in tokens if is_word(t)]
+    return len(words) <= max_words and sum(not is_stopword(w, stopwords) for w in words) >= min_content_words
+
+
 # ---------------------------------------------------------------- extraction
 
 @dataclass
@@ -349,8 +358,7 @@ def extract(
             leaves = current.leaves()
             words = [leaf for leaf in leaves if is_word(leaf)]
             phrase = phrase_text(leaves, text)
-            if phrase and len(words) <= max_words and \
-                    sum(not is_stopword(w, stopwords) for w in words) >= min_content_words:
+            if phrase and is_rti(words, stopwords, max_words, min_content_words):
                 rtis.append(phrase)
                 found.append((-1, order, text, phrase))
                 found.extend((c_order, order, c_text, phrase) for c_order, c_text in containers)

@@ -1,26 +1,17 @@
-"""The one interface every translator implements, and the table of recorded translations."""
+"""The table of recorded translations, and the one place a translator is built from its config
+(`Translator`, the interface, lives in repair.nmt.base and is importable from here too)."""
 
 from __future__ import annotations
 
 import inspect
 import logging
-from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Mapping
 
 from repair.errors import UserError
+from repair.nmt.base import Translator  # the interface, importable from here too
 
 log = logging.getLogger(__name__)
-
-
-class Translator(ABC):
-    """Translates a batch of English texts into Chinese, one output per input, in order."""
-
-    name: str = "translator"
-
-    @abstractmethod
-    def translate(self, texts: list[str]) -> list[str]:
-        ...
 
 
 class MissingTranslations(UserError):

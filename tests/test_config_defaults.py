@@ -1,0 +1,113 @@
+"""The composed configs and the defaults of the functions they feed agree: a key left out of a
+config, or a function called without it, gives the same run."""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+CONF = Path(__file__).resolve().parent.parent / "conf"
+
+
+def composed(name: str, *overrides: str) -> dict:
+    with initialize_config_dir(config_dir=str(CONF), version_base=None):
+        return OmegaConf.to_container(compose(name, overrides=list(overrides)), resolve=True)
+
+
+def defaults(fn) -> dict:
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items() if p.default is not inspect.Parameter.empty}
+
+
+def mismatches(config: dict, fn, rename: dict | None = None) -> list[str]:
+    """Keys present both in `config` (renamed as `rename` says) and among fn's defaults whose values differ."""
+    own = defaults(fn)
+    out = []
+    for key, value in config.items():
+        param = (rename or {}).get(key, key)
+        if param in own:
+            default = own[param]
+            if isinstance(default, (tuple, list)) and isinstance(value, (tuple, list)):
+                default, value = list(default), list(value)
+            if default is None and value in ({}, []):  # an empty collection given as None
+                continue
+            if default != value:
+                out.append(f"{fn.__qualname__}({param}={default!r}) but the config has {key}: {value!r}")
+    return out
+
+
+# sized to each data set, so no default fits them all
+PER_DATA = {"vocab_size", "src_vocab_size", "tgt_vocab_size", "workers"}
+
+
+def feeds():
+    from repair.data.demo import build_demo
+    from repair.data.prepare import prepare_data
+    from repair.nmt.ct2 import CTranslate2Translator
+    from repair.nmt.finetune import finetune_model
+    from repair.nmt.train import train_model
+    from repair.nmt.translator import FairseqTranslator
+    from repair.purity.parsers.spacy import SpacyParser
+    from repair.purity.parsers.stanza import StanzaParser
+    from repair.purity.rti import extract
+    from repair.purity.run import run_purity
+    from repair.review.web import serve_review
+    from repair.verify import bleu_significance, classify_changes
+
+    loop = composed("loop")
+    app = composed("purity_app")
+    shared = {k: v for k, v in app.items() if k not in ("parser", "translator", "input", "out", "hydra")}
+    return [
+        ("purity group (loop)", loop["purity"], run_purity, None),
+        ("purity group (repair.purity)", shared, run_purity, None),
+        ("purity group: RTI rule", loop["purity"], extract, None),
+        ("finetune", loop["finetune"], finetune_model, None),
+        ("seed", {"seed": loop["seed"]}, finetune_model, None),
+        ("seed", {"seed": loop["seed"]}, train_model, None),
+        ("device", {"device": loop["device"]}, train_model, None),
+        ("data=demo build", loop["data"]["build"], build_demo, None),
+        *((f"data={name} prepare", {k: v for k, v in composed("loop", f"data={name}")["data"]["prepare"].items()
+                                     if k not in PER_DATA}, prepare_data, None) for name in ("demo", "wmt18", "parallel")),
+        ("verify", loop["verify"], bleu_significance, {"bootstrap_samples": "n_samples"}),
+        ("verify", loop["verify"], classify_changes, None),
+        ("translator=fairseq", composed("loop", "translator=fairseq")["translator"], FairseqTranslator.__init__, None),
+        ("translator=ctranslate2", composed("loop", "translator=ctranslate2")["translator"],
+         CTranslate2Translator.__init__, None),
+        ("parser=spacy", composed("loop", "parser=spacy")["parser"], SpacyParser.__init__, None),
+        ("parser=stanza", composed("loop", "parser=stanza")["parser"], StanzaParser.__init__, None),
+        ("review=web", composed("loop", "review=web")["review"], serve_review, None),
+    ]
+
+
+def test_code_defaults_equal_the_configs():
+    found = [f"{what}: {m}" for what, config, fn, rename in feeds() for m in mismatches(config, fn, rename)]
+    assert not found, "\n".join(found)
+
+
+def test_the_purity_group_is_the_same_in_the_loop_and_in_repair_purity():
+    loop = composed("loop", "purity.thresholds=[0,2]")["purity"]
+    app = composed("purity_app", "thresholds=[0,2]")
+    group = OmegaConf.to_container(OmegaConf.load(CONF / "purity" / "default.yaml"))
+    assert group["relations"] == ["rti"]
+    for key in group:
+        assert loop[key] == app[key], key
+    assert loop["thresholds"] == [0, 2] and {"input", "holdout", "per_cycle"} <= set(loop)
+
+
+def test_the_guard_sees_a_default_that_differs():
+    def finetune(lr: float = 3e-4, patience: int = 2):
+        pass
+
+    assert mismatches({"lr": 3e-4, "patience": 3, "repeat": 20}, finetune) == [
+        "test_the_guard_sees_a_default_that_differs.<locals>.finetune(patience=2) but the config has patience: 3"]
+
+
+def test_the_loop_passes_the_purity_group_on():
+    from repair.loop import purity_kwargs
+
+    purity = composed("loop", "purity.max_words=7", "purity.stop_tokens=['的']")["purity"]
+    kwargs = purity_kwargs(OmegaConf.create({"purity": purity}))
+    assert set(kwargs) == set(OmegaConf.load(CONF / "purity" / "default.yaml")) - {"relations"}
+    assert kwargs["max_words"] == 7 and list(kwargs["stop_tokens"]) == ["的"]

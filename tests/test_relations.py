@@ -147,7 +147,7 @@ def test_replace_lexicon_source_and_bad_options(tmp_path):
         ReplaceRelation(candidates="lexicon", lexicon=str(lexicon))
     with pytest.raises(UserError, match="candidates=lexicon needs purity.replace.lexicon"):
         ReplaceRelation(candidates="lexicon")
-    with pytest.raises(UserError, match="candidates='bert': choose one of context, lexicon, mlm"):
+    with pytest.raises(UserError, match="candidates=.bert.: choose one of auto, context, lexicon, mlm"):
         ReplaceRelation(candidates="bert")
     with pytest.raises(UserError, match="per_word=0"):
         ReplaceRelation(per_word=0)

@@ -7,15 +7,15 @@ translation, plus the tokens of the mutant's translation that the original's lac
 word's own translation. Each word is translated alone for this.
 
 Candidates, found offline:
-- `context` (default): words tagged with the same part of speech in the sentences under test, ranked by how many
+- `context` (`auto` without a lexicon): words tagged with the same part of speech in the sentences under test, ranked by how many
   of the replaced word's two neighbours they are seen beside in the training corpus and the sentences under test.
-- `lexicon`: a JSONL file of interchangeable words, `{"tag": "NN", "words": [...]}` per line (the demo's grammar
+- `lexicon` (`auto` with one): a JSONL file of interchangeable words, `{"tag": "NN", "words": [...]}` per line (the demo's grammar
   writes one); candidates are the other words of a group holding the word with the same tag, ranked as above.
 - `mlm`: a masked language model (`transformers` and a local model folder, `mlm_model=`), its proposals kept when
   seen with the same part of speech in the sentences under test.
 Filters: same Penn tag (NN, NNS, JJ: so a plural stays plural and the verb agrees), a lowercase alphabetic word of
 2+ letters that is not a stop word, "a"/"an" before it still right for the new word (by its first letter), at
-least `min_context` of its neighbours seen beside the new word, a capitalized word only at the sentence's start.
+least `min_context` (default 2) of its neighbours seen beside the new word, a capitalized word only at the sentence's start.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from repair.purity.rti import Node, TreeSyntaxError, clean_tree, parse_tree
 log = logging.getLogger(__name__)
 
 TAGS = ("NN", "NNS", "JJ")
-SOURCES = ("context", "lexicon", "mlm")
+SOURCES = ("auto", "context", "lexicon", "mlm")
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\S")
 _ALPHA = re.compile(r"[a-z]{2,}")
 
@@ -134,12 +134,14 @@ class ReplaceRelation(Relation):
     evidence_label = "Changed beyond the replaced word's own translation:"
 
     def __init__(self, *, unit: str = "char", stop_tokens: Iterable[str] = DEFAULT_STOP_TOKENS,
-                 stopwords: str | Path | Iterable[str] | None = None, candidates: str = "context",
+                 stopwords: str | Path | Iterable[str] | None = None, candidates: str = "auto",
                  lexicon: str | None = None, corpus: str | Sequence[str] | None = None, corpus_lines: int = 200000,
-                 per_word: int = 2, max_mutants: int = 4, min_context: int = 1, tags: Sequence[str] = TAGS,
+                 per_word: int = 2, max_mutants: int = 4, min_context: int = 2, tags: Sequence[str] = TAGS,
                  mlm_model: str | None = None):
         if candidates not in SOURCES:
             raise UserError(f"purity.replace.candidates={candidates!r}: choose one of {', '.join(SOURCES)}")
+        if candidates == "auto":
+            candidates = "lexicon" if lexicon else "context"
         if candidates == "lexicon" and not lexicon:
             raise UserError("purity.replace.candidates=lexicon needs purity.replace.lexicon=FILE.jsonl")
         bad = [t for t in tags if t not in TAGS]

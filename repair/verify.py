@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 
 from repair.purity import bow_distance
-from repair.review.store import SIDES, squeeze
+from repair.issues import upgrade
+from repair.review.store import squeeze
 
 
 def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char", threshold: int = 0) -> dict:
@@ -123,17 +124,33 @@ def mcnemar_exact(before: list[bool], after: list[bool]) -> dict:
 
 
 def erroneous_translations(issues: list[dict], references: dict[str, str] | None) -> int | None:
-    """Texts among the issues' two sides whose translation differs from their reference (the
+    """Texts among the issues' sides whose translation differs from their reference (the
     oracle's judgment); None without references. Texts without a reference are not counted."""
     if references is None:
         return None
     wrong = set()
-    for issue in issues:
-        for side in SIDES:
-            ref = references.get(issue[side])
-            if ref is not None and squeeze(issue[f"{side}_translation"]) != squeeze(ref):
-                wrong.add(issue[side])
+    for issue in map(upgrade, issues):
+        for s in issue["sides"]:
+            ref = references.get(s["source"])
+            if ref is not None and squeeze(s["translation"]) != squeeze(ref):
+                wrong.add(s["source"])
     return len(wrong)
+
+
+def by_relation(issues: list[dict], judgments: dict[str, dict], references: dict[str, str] | None) -> dict:
+    """Per test relation: its issues, the erroneous translations among their sides (by reference; None without
+    references) and the review's precision (issues judged with an error / issues judged; None if none judged)."""
+    out: dict[str, dict] = {}
+    groups: dict[str, list[dict]] = {}
+    for issue in map(upgrade, issues):
+        groups.setdefault(issue["relation"], []).append(issue)
+    for name, group in groups.items():
+        judged = [judgments[i["id"]] for i in group if i["id"] in judgments]
+        with_error = sum(1 for j in judged if j["wrong"])
+        out[name] = {"issues": len(group), "erroneous_translations": erroneous_translations(group, references),
+                     "judged": len(judged), "with_error": with_error,
+                     "precision": with_error / len(judged) if judged else None}
+    return out
 
 
 def heldout_comparison(pair_ids: list[str], before: list[dict], after: list[dict],

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from repair.purity.run import issue_id
+from repair import issues as issue_records
+from repair.issues import issue_id
 
 
 def read_tree(tree: str):
@@ -34,7 +35,9 @@ def leaves(n) -> list[str]:
 
 
 def make_issue(container, ct, rti, rt, missing=(), sentence=None) -> dict:
-    """An issue record as the Purity stage writes it (contracts: id, sentence, texts, translations, missing)."""
-    return {"id": issue_id(container, rti), "sentence": container if sentence is None else sentence,
-            "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt,
-            "distance": len(missing), "missing": list(missing)}
+    """An RTI issue record as the Purity stage writes it (id, relation, distance, sentence, sides, evidence),
+    with the old record's keys (container, rti, ..._translation) beside them for the tests to read; the code
+    under test reads only `sides`."""
+    new = issue_records.make_issue("rti", container if sentence is None else sentence,
+                            [("container", container, ct), ("rti", rti, rt)], len(missing), missing)
+    return {**new, "container": container, "container_translation": ct, "rti": rti, "rti_translation": rt}

@@ -86,17 +86,18 @@ def test_two_phase_table_flow(tmp_path):
     assert set(summary["seconds"]) == {"initialization", "pair_construction", "translation", "detection", "total"}
 
     issues = read_jsonl(out / "issues.jsonl")
-    assert [(i["rti"], i["distance"], i["missing"]) for i in issues] == [
+    assert [(i["sides"][1]["source"], i["distance"], i["evidence"]) for i in issues] == [
         ("the busy market near the harbor", 1, ["集"]),
         ("two free years at community colleges", 1, ["院"]),
         ("two free years", 1, ["个"]),
         ("two free years", 2, ["个", "份"]),
     ]
     for issue in issues:
-        assert set(issue) == {"id", "sentence", "container", "container_translation", "rti",
-                              "rti_translation", "distance", "missing"}
-        assert issue["id"] == hashlib.sha1(f"{issue['container']}\t{issue['rti']}".encode()).hexdigest()[:12]
-    assert issues[3]["container"] == "two free years at community colleges"
+        assert set(issue) == {"id", "relation", "sentence", "sides", "distance", "evidence"}
+        assert issue["relation"] == "rti" and [s["role"] for s in issue["sides"]] == ["container", "rti"]
+        container, rti = (s["source"] for s in issue["sides"])
+        assert issue["id"] == hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12]
+    assert issues[3]["sides"][0]["source"] == "two free years at community colleges"
     assert issues[3]["sentence"] == EXPECTED_TEXTS[6]
 
     report = (out / "issues.md").read_text(encoding="utf-8")
@@ -231,7 +232,8 @@ def test_word_unit_and_latin_skip(tmp_path, table):
     words = run_purity(sentences, PtbParser(str(TREES)), TableTranslator(str(table)), tmp_path / "c", unit="word")
     assert words["settings"]["unit"] == "word"
     for issue in read_jsonl(tmp_path / "c" / "issues.jsonl"):
-        assert issue["distance"] == bow_distance(issue["rti_translation"], issue["container_translation"], "word")
+        container, rti = (s["translation"] for s in issue["sides"])
+        assert issue["distance"] == bow_distance(rti, container, "word")
 
 
 def word_cipher(text: str) -> str:
@@ -264,4 +266,5 @@ def test_spacy_path_end_to_end_on_the_papers_inputs(tmp_path):
     issues = read_jsonl(out / "issues.jsonl")
     assert len(issues) == counts[0]
     for issue in issues:
-        assert issue["distance"] == bow_distance(issue["rti_translation"], issue["container_translation"]) > 0
+        container, rti = (s["translation"] for s in issue["sides"])
+        assert issue["distance"] == bow_distance(rti, container) > 0

@@ -163,7 +163,7 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
         with page.expect_download() as download:
             page.keyboard.press("x")
         exported = Path(download.value.path()).read_text(encoding="utf-8-sig").splitlines()
-        assert exported[0].startswith("id,container,") and len(exported) == 5
+        assert exported[0].startswith("id,relation,role_1,source_1,") and len(exported) == 5
         page.keyboard.press("Shift+F")
         page.keyboard.press("Enter")
         page.wait_for_selector("#done:not([hidden])")

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from repair.errors import UserError
-from repair.review.sheet import COLUMNS, ReviewPending, file_review
+from repair.review.sheet import ReviewPending, file_review
 from repair.review.store import review_stats
 from helpers import make_issue
 
@@ -29,7 +29,7 @@ def read_csv(path):
 
 def write_csv(path, rows):
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\r\n")
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\r\n")
     w.writeheader()
     w.writerows(rows)
     path.write_text("\ufeff" + buf.getvalue(), encoding="utf-8")
@@ -41,11 +41,11 @@ def test_first_call_writes_the_sheet_and_says_what_to_fill(tmp_path):
     with pytest.raises(ReviewPending) as e:
         file_review(ISSUES, tmp_path)
     msg = str(e.value)
-    assert str(tmp_path / "sheet.csv") in msg and "container_wrong" in msg and "run the same command again" in msg
+    assert str(tmp_path / "sheet.csv") in msg and "wrong_1" in msg and "run the same command again" in msg
     rows = read_csv(tmp_path / "sheet.csv")
     assert [r["id"] for r in rows] == [i["id"] for i in ISSUES]
-    assert rows[0]["rti_translation"] == "亲切的双边会谈" and rows[0]["container_wrong"] == ""
-    assert rows[2]["container"] == "'=1+1 said he"  # not run as a formula by a spreadsheet
+    assert rows[0]["translation_2"] == "亲切的双边会谈" and rows[0]["wrong_1"] == ""
+    assert rows[2]["source_1"] == "'=1+1 said he"  # not run as a formula by a spreadsheet
     assert len((tmp_path / "sheet.jsonl").read_text(encoding="utf-8").splitlines()) == 3
 
 
@@ -53,17 +53,17 @@ def test_round_trip_through_the_csv(tmp_path):
     with pytest.raises(ReviewPending):
         file_review(ISSUES, tmp_path)
     rows = read_csv(tmp_path / "sheet.csv")
-    rows[0].update(container_wrong="yes", rti_wrong="no", kind="Under",
-                   corrected_container_translation="与特朗普先生的亲切的双边会谈")
-    rows[1].update(container_wrong="no", rti_wrong="no")
+    rows[0].update(wrong_1="yes", wrong_2="no", kind="Under",
+                   corrected_1="与特朗普先生的亲切的双边会谈")
+    rows[1].update(wrong_1="no", wrong_2="no")
     write_csv(tmp_path / "sheet.csv", rows)
     with pytest.raises(ReviewPending, match="1 of 3 issues still to judge"):
         file_review(ISSUES, tmp_path)
     assert review_stats(tmp_path)["judged"] == 2
     # a second call never rewrites the sheet the person is filling
-    assert read_csv(tmp_path / "sheet.csv")[0]["container_wrong"] == "yes"
-    rows[2].update(container_wrong="y", rti_wrong="n", kind="word/phrase mistranslation",
-                   corrected_container_translation="“=1+1”，他说")
+    assert read_csv(tmp_path / "sheet.csv")[0]["wrong_1"] == "yes"
+    rows[2].update(wrong_1="y", wrong_2="n", kind="word/phrase mistranslation",
+                   corrected_1="“=1+1”，他说")
     write_csv(tmp_path / "sheet.csv", rows)
     corrections = file_review(ISSUES, tmp_path)
     assert [(c["source"], c["kind"]) for c in corrections] == [
@@ -76,20 +76,20 @@ def test_round_trip_through_the_jsonl(tmp_path):
         file_review(ISSUES[:2], tmp_path)
     path = tmp_path / "sheet.jsonl"
     rows = [json.loads(s) for s in path.read_text(encoding="utf-8").splitlines()]
-    rows[0].update(container_wrong=False, rti_wrong=False)
-    rows[1].update(container_wrong=True, rti_wrong=True, kind="incorrect modification",
-                   corrected_container_translation="聪明的男孩的狗", corrected_rti_translation="那个聪明的男孩")
+    rows[0].update(wrong_1=False, wrong_2=False)
+    rows[1].update(wrong_1=True, wrong_2=True, kind="incorrect modification",
+                   corrected_1="聪明的男孩的狗", corrected_2="那个聪明的男孩")
     path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
     corrections = file_review(ISSUES[:2], tmp_path)
     assert [c["correction"] for c in corrections] == ["聪明的男孩的狗", "那个聪明的男孩"]
 
 
 @pytest.mark.parametrize("fill, message", [
-    ({"container_wrong": "maybe", "rti_wrong": "no"}, r"sheet.csv:2: container_wrong must be yes or no"),
-    ({"container_wrong": "yes", "rti_wrong": "no", "kind": "bad"}, r"sheet.csv:2: unknown kind 'bad'"),
-    ({"container_wrong": "yes", "rti_wrong": "no", "kind": "under"}, r"sheet.csv:2: .*needs the right translation"),
-    ({"container_wrong": "yes", "rti_wrong": ""}, r"sheet.csv:2: rti_wrong is empty"),
-    ({"id": "ffffffffffff", "container": "another run's text", "container_wrong": "no", "rti_wrong": "no"},
+    ({"wrong_1": "maybe", "wrong_2": "no"}, r"sheet.csv:2: wrong_1 must be yes or no"),
+    ({"wrong_1": "yes", "wrong_2": "no", "kind": "bad"}, r"sheet.csv:2: unknown kind 'bad'"),
+    ({"wrong_1": "yes", "wrong_2": "no", "kind": "under"}, r"sheet.csv:2: .*needs the right translation"),
+    ({"wrong_1": "yes", "wrong_2": ""}, r"sheet.csv:2: wrong_2 \(rti\) is empty"),
+    ({"id": "ffffffffffff", "source_1": "another run's text", "wrong_1": "no", "wrong_2": "no"},
      r"sheet.csv:2: id 'ffffffffffff' is not an issue"),
 ])
 def test_bad_rows_are_named(tmp_path, fill, message):
@@ -105,7 +105,7 @@ def test_bad_rows_are_named(tmp_path, fill, message):
 def test_not_utf8_is_named(tmp_path):
     with pytest.raises(ReviewPending):
         file_review(ISSUES, tmp_path)
-    (tmp_path / "sheet.csv").write_bytes("id,container_wrong\n男孩\n".encode("gbk"))
+    (tmp_path / "sheet.csv").write_bytes("id,wrong_1\n男孩\n".encode("gbk"))
     with pytest.raises(UserError, match="sheet.csv:2: not UTF-8"):
         file_review(ISSUES, tmp_path)
 
@@ -114,8 +114,8 @@ def test_an_id_mangled_by_a_spreadsheet_is_recovered_from_the_texts(tmp_path):
     with pytest.raises(ReviewPending):
         file_review(ISSUES[:2], tmp_path)
     rows = read_csv(tmp_path / "sheet.csv")
-    rows[0].update(id="1.23457E+11", container_wrong="no", rti_wrong="no")
-    rows[1].update(container_wrong="no", rti_wrong="no")
+    rows[0].update(id="1.23457E+11", wrong_1="no", wrong_2="no")
+    rows[1].update(wrong_1="no", wrong_2="no")
     write_csv(tmp_path / "sheet.csv", rows)
     assert file_review(ISSUES[:2], tmp_path) == []
     assert review_stats(tmp_path)["judged"] == 2
@@ -136,11 +136,11 @@ def test_a_cell_over_the_csv_field_limit_is_one_clear_message(tmp_path):
     with pytest.raises(ReviewPending):
         file_review(ISSUES, tmp_path)
     rows = read_csv(tmp_path / "sheet.csv")
-    rows[0].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="男" * 200_000)
+    rows[0].update(wrong_1="yes", wrong_2="no", kind="under", corrected_1="男" * 200_000)
     write_csv(tmp_path / "sheet.csv", rows)
     with pytest.raises(ReviewPending):  # a long correction (over the csv module's default 131072) is read back
         file_review(ISSUES, tmp_path)
-    rows[1].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="男" * (FIELD_LIMIT + 1))
+    rows[1].update(wrong_1="yes", wrong_2="no", kind="under", corrected_1="男" * (FIELD_LIMIT + 1))
     write_csv(tmp_path / "sheet.csv", rows)
     with pytest.raises(UserError, match=r"sheet.csv:3: not a readable CSV row .*more than 4,000,000 characters"):
         file_review(ISSUES, tmp_path)
@@ -150,7 +150,7 @@ def test_a_correction_with_a_line_separator_in_the_sheet_is_named(tmp_path):
     with pytest.raises(ReviewPending):
         file_review(ISSUES, tmp_path)
     rows = read_csv(tmp_path / "sheet.csv")
-    rows[0].update(container_wrong="yes", rti_wrong="no", kind="under", corrected_container_translation="亲切的\u2028会谈")
+    rows[0].update(wrong_1="yes", wrong_2="no", kind="under", corrected_1="亲切的\u2028会谈")
     write_csv(tmp_path / "sheet.csv", rows)
     with pytest.raises(UserError, match=r"U\+2028 LINE SEPARATOR"):
         file_review(ISSUES, tmp_path)

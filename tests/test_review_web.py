@@ -243,7 +243,7 @@ def test_export_csv_and_finish(app, client, tmp_path):
     client.post("/api/judge", headers=auth(app), json={"issue": BOY["id"], "wrong": []})
     r = client.get("/api/export.csv", headers=auth(app))
     rows = list(csv.DictReader(io.StringIO(r.content.decode("utf-8-sig"))))
-    assert [(x["id"], x["container_wrong"], x["rti_wrong"]) for x in rows] == [
+    assert [(x["id"], x["wrong_1"], x["wrong_2"]) for x in rows] == [
         (CHUMMY["id"], "", ""), (BOY["id"], "no", "no")]
     r = client.post("/api/finish", headers=auth(app))
     assert r.status_code == 200 and app.state.finished
@@ -318,7 +318,7 @@ def test_the_command_finds_the_issues_of_a_run_folder(tmp_path):
         locate(tmp_path)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"id": "x"}\n', encoding="utf-8")
-    with pytest.raises(UserError, match=r"bad.jsonl:1: issue lacks container"):
+    with pytest.raises(UserError, match=r"bad.jsonl:1: issue x lacks 'sides'"):
         read_issues(bad)
 
 

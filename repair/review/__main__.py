@@ -12,9 +12,7 @@ import re
 from pathlib import Path
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import iter_jsonl
-
-ISSUE_KEYS = ("id", "container", "container_translation", "rti", "rti_translation")
+from repair.issues import read_issues
 
 
 def locate(run_dir: Path, cycle: int | None = None) -> tuple[Path, Path]:
@@ -43,18 +41,6 @@ def locate(run_dir: Path, cycle: int | None = None) -> tuple[Path, Path]:
     if len(cycles) > 1:
         print(f"review: serving {chosen.name} (of {', '.join(p.name for p in cycles)}; --cycle K for another)")
     return chosen / "test" / "issues.jsonl", chosen / "review"
-
-
-def read_issues(path: Path) -> list[dict]:
-    issues = []
-    for n, obj in iter_jsonl(path):
-        if not isinstance(obj, dict):
-            raise UserError(f"{path}:{n}: an issue must be a JSON object")
-        missing = [k for k in ISSUE_KEYS if not isinstance(obj.get(k), str)]
-        if missing:
-            raise UserError(f"{path}:{n}: issue lacks {', '.join(missing)}")
-        issues.append(obj)
-    return issues
 
 
 @exit_on_user_error

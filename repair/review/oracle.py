@@ -7,7 +7,8 @@ import logging
 import os
 from collections import Counter
 
-from repair.review.store import SIDES, CorrectionStore, squeeze
+from repair.issues import upgrade
+from repair.review.store import CorrectionStore, squeeze
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def guess_kind(translation: str, reference: str) -> str:
 
 
 def oracle_review(issues: list[dict], references: dict[str, str], review_dir: str | os.PathLike) -> dict:
-    """Judge every issue whose two sources have references; return review stats.
+    """Judge every issue whose sources all have references; return review stats.
 
     An issue with a source that has no reference is left for a person (counted in `needs_person`).
     Running it again on the same folder adds nothing: equal judgments are not repeated.
@@ -41,14 +42,15 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
     items, needs_person = [], []
-    for issue in issues:
-        refs = {side: references.get(issue[side]) for side in SIDES}
+    for issue in map(upgrade, issues):
+        refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):
             needs_person.append(issue["id"])
             continue
-        wrong = [s for s in SIDES if squeeze(issue[f"{s}_translation"]) != squeeze(refs[s])]
-        kinds = {s: guess_kind(issue[f"{s}_translation"], refs[s]) for s in wrong}
-        corrections = {s: refs[s].strip() for s in wrong}
+        model = {s["role"]: s["translation"] for s in issue["sides"]}
+        wrong = [r for r in model if squeeze(model[r]) != squeeze(refs[r])]
+        kinds = {r: guess_kind(model[r], refs[r]) for r in wrong}
+        corrections = {r: refs[r].strip() for r in wrong}
         items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds))
     store.record_many(items)
     if needs_person:

@@ -3,26 +3,36 @@
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import os
 from pathlib import Path
 
 from repair.errors import UserError
 from repair.fileio import iter_jsonl, json_line, read_text_lines, write_jsonl_atomic, write_text_atomic
-from repair.review.store import KINDS, SIDES, CorrectionStore, parse_kind, squeeze
+from repair.issues import issue_id, upgrade
+from repair.review.store import KINDS, CorrectionStore, parse_kind, squeeze
 
 SHEET_CSV = "sheet.csv"
 SHEET_JSONL = "sheet.jsonl"
-GIVEN = ("id", "container", "container_translation", "rti", "rti_translation", "missing")
-TO_FILL = ("container_wrong", "rti_wrong", "kind", "corrected_container_translation", "corrected_rti_translation")
-COLUMNS = GIVEN + TO_FILL
 YES = {"yes", "y", "x", "1", "true", "wrong", "是", "错"}
 NO = {"no", "n", "0", "false", "ok", "否", "对"}
 # A spreadsheet runs a cell that starts with one of these as a formula; model output is untrusted.
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # The longest cell read back (the csv module's default, 131072, is near a long correction's size).
 FIELD_LIMIT = 4_000_000
+# Sheets written before issues had sides named their columns by the RTI relation's roles.
+LEGACY = {"container_wrong": "wrong_1", "rti_wrong": "wrong_2", "corrected_container_translation": "corrected_1",
+          "corrected_rti_translation": "corrected_2", "container": "source_1", "rti": "source_2"}
+
+
+def columns(issues: list[dict]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(given, to fill): per side k = 1, 2, ... role_k, source_k, translation_k given; wrong_k and corrected_k
+    to fill; one column set per side of the issue with the most sides."""
+    n = max((len(i["sides"]) for i in issues), default=2)
+    given = ("id", "relation", *(f"{c}_{k}" for k in range(1, n + 1) for c in ("role", "source", "translation")),
+             "evidence")
+    to_fill = (*(f"wrong_{k}" for k in range(1, n + 1)), "kind", *(f"corrected_{k}" for k in range(1, n + 1)))
+    return given, to_fill
 
 
 class ReviewPending(UserError):
@@ -39,18 +49,20 @@ def _uncell(text: str) -> str:
 
 def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> list[dict]:
     """One row per issue; filled from `judgments` (latest per issue id) where there is one."""
+    issues = [upgrade(i) for i in issues]
+    given, to_fill = columns(issues)
     rows = []
     for i in issues:
-        row = {k: i[k] for k in GIVEN if k != "missing"}
-        row["missing"] = " ".join(i.get("missing") or [])
-        row.update({k: "" for k in TO_FILL})
+        row = {k: "" for k in (*given, *to_fill)}
+        row.update(id=i["id"], relation=i["relation"], evidence=" ".join(i.get("evidence") or []))
+        for k, s in enumerate(i["sides"], 1):
+            row.update({f"role_{k}": s["role"], f"source_{k}": s["source"], f"translation_{k}": s["translation"]})
         j = (judgments or {}).get(i["id"])
         if j is not None:
-            row["container_wrong"] = "yes" if "container" in j["wrong"] else "no"
-            row["rti_wrong"] = "yes" if "rti" in j["wrong"] else "no"
+            for k, s in enumerate(i["sides"], 1):
+                row[f"wrong_{k}"] = "yes" if s["role"] in j["wrong"] else "no"
+                row[f"corrected_{k}"] = j["corrections"].get(s["role"], "")
             row["kind"] = j["kind"] or ""
-            for side in SIDES:
-                row[f"corrected_{side}_translation"] = j["corrections"].get(side, "")
         rows.append(row)
     return rows
 
@@ -58,10 +70,11 @@ def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> 
 def csv_text(rows: list[dict]) -> str:
     """CSV with a BOM (so a spreadsheet opens it as UTF-8), formula-like cells quoted with a leading '."""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(COLUMNS), lineterminator="\r\n")
+    names = list(rows[0]) if rows else [c for part in columns([]) for c in part]
+    w = csv.DictWriter(buf, fieldnames=names, lineterminator="\r\n")
     w.writeheader()
     for r in rows:
-        w.writerow({k: _cell(str(r[k])) for k in COLUMNS})
+        w.writerow({k: _cell(str(r[k])) for k in names})
     return "\ufeff" + buf.getvalue()
 
 
@@ -69,11 +82,12 @@ def _jsonl_rows(rows: list[dict]) -> list[dict]:
     out = []
     for r in rows:
         o = dict(r)
-        o["missing"] = r["missing"].split()
-        for k in ("container_wrong", "rti_wrong"):
-            o[k] = {"yes": True, "no": False}.get(r[k])
-        for k in ("kind", "corrected_container_translation", "corrected_rti_translation"):
-            o[k] = r[k] or None
+        o["evidence"] = r["evidence"].split()
+        for k, v in r.items():
+            if k.startswith("wrong_"):
+                o[k] = {"yes": True, "no": False}.get(v)
+            elif k == "kind" or k.startswith("corrected_"):
+                o[k] = v or None
         out.append(o)
     return out
 
@@ -81,11 +95,12 @@ def _jsonl_rows(rows: list[dict]) -> list[dict]:
 def instructions(review_dir: Path, pending: int, total: int) -> str:
     return (
         f"review: {pending} of {total} issues still to judge. Fill in {review_dir / SHEET_CSV} "
-        f"(or {review_dir / SHEET_JSONL}; the one you saved last is read), one row per issue:\n"
-        "  container_wrong, rti_wrong: yes or no (both no: no error, a false positive)\n"
+        f"(or {review_dir / SHEET_JSONL}; the one you saved last is read), one row per issue; its sides are "
+        "source_1/translation_1, source_2/translation_2, ... (role_k says what each is: container and rti, "
+        "original and mutant):\n"
+        "  wrong_1, wrong_2, ...: yes or no for each side's translation (all no: no error, a false positive)\n"
         f"  kind: when something is wrong, one of: {', '.join(KINDS)}\n"
-        "  corrected_container_translation / corrected_rti_translation: the right Chinese for each "
-        "translation marked yes\n"
+        "  corrected_1, corrected_2, ...: the right Chinese for each translation marked yes\n"
         "Keep the CSV as UTF-8 CSV. Then run the same command again to continue."
     )
 
@@ -114,7 +129,8 @@ def _read_csv(path: Path) -> list[tuple[str, dict]]:
     if csv.field_size_limit() < FIELD_LIMIT:
         csv.field_size_limit(FIELD_LIMIT)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
-    missing = [c for c in ("id", *TO_FILL) if c not in (reader.fieldnames or [])]
+    names = [LEGACY.get(c, c) for c in reader.fieldnames or []]
+    missing = [c for c in ("id", "wrong_1", "kind", "corrected_1") if c not in names]
     if missing:
         raise UserError(f"{path}:1: the header lacks the column(s) {', '.join(missing)}")
     out = []
@@ -132,7 +148,7 @@ def _read_csv(path: Path) -> list[tuple[str, dict]]:
         start = reader.line_num + 1
         if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
             continue
-        out.append((where, {k: _uncell(v) if isinstance(v, str) else v for k, v in row.items()}))
+        out.append((where, _legacy({k: _uncell(v) if isinstance(v, str) else v for k, v in row.items()})))
     return out
 
 
@@ -142,39 +158,44 @@ def _read_jsonl(path: Path) -> list[tuple[str, dict]]:
         where = f"{path}:{n}"
         if not isinstance(row, dict) or "id" not in row:
             raise UserError(f"{where}: each line must be an object with an 'id'")
-        out.append((where, row))
+        out.append((where, _legacy(row)))
     return out
 
 
 def _judgment(where: str, row: dict, issue: dict):
     """(wrong, kind, corrections) for a filled row, None for a row not judged yet."""
-    flags = {s: _flag(row.get(f"{s}_wrong"), where, f"{s}_wrong") for s in SIDES}
-    texts = {s: (row.get(f"corrected_{s}_translation") or "").strip() for s in SIDES}
+    sides = list(enumerate(issue["sides"], 1))
+    flags = {k: _flag(row.get(f"wrong_{k}"), where, f"wrong_{k}") for k, _ in sides}
+    texts = {k: (row.get(f"corrected_{k}") or "").strip() for k, _ in sides}
     kind_text = str(row.get("kind") or "").strip()
     if all(v is None for v in flags.values()):
-        if kind_text or any(texts[s] and texts[s] != issue[f"{s}_translation"] for s in SIDES):
-            raise UserError(f"{where}: fill container_wrong and rti_wrong (yes or no) for issue {issue['id']}")
+        if kind_text or any(texts[k] and texts[k] != s["translation"] for k, s in sides):
+            raise UserError(f"{where}: fill {', '.join(f'wrong_{k}' for k, _ in sides)} (yes or no) "
+                            f"for issue {issue['id']}")
         return None
-    for s in SIDES:
-        if flags[s] is None:
-            raise UserError(f"{where}: {s}_wrong is empty; write yes or no")
-    wrong = [s for s in SIDES if flags[s]]
+    for k, s in sides:
+        if flags[k] is None:
+            raise UserError(f"{where}: wrong_{k} ({s['role']}) is empty; write yes or no")
+    wrong = [(k, s) for k, s in sides if flags[k]]
     if not wrong:
         return [], None, {}
     try:
         kind = parse_kind(kind_text)
     except ValueError as e:
         raise UserError(f"{where}: {e}") from None
-    for s in wrong:
-        if not texts[s]:
-            raise UserError(f"{where}: {s}_wrong is yes, so corrected_{s}_translation needs the right translation")
-        if squeeze(texts[s]) == squeeze(issue[f"{s}_translation"]):
-            raise UserError(f"{where}: corrected_{s}_translation is still the model's translation; correct it")
-    return wrong, kind, {s: texts[s] for s in wrong}
+    for k, s in wrong:
+        if not texts[k]:
+            raise UserError(f"{where}: wrong_{k} ({s['role']}) is yes, so corrected_{k} needs the right translation")
+        if squeeze(texts[k]) == squeeze(s["translation"]):
+            raise UserError(f"{where}: corrected_{k} ({s['role']}) is still the model's translation; correct it")
+    return [s["role"] for _, s in wrong], kind, {s["role"]: texts[k] for k, s in wrong}
 
 
-def issue_id(container: str, rti: str) -> str:
-    return hashlib.sha1(f"{container}\t{rti}".encode("utf-8")).hexdigest()[:12]
+def _legacy(row: dict) -> dict:
+    """A row of a sheet written before issues had sides, in today's columns."""
+    if "container_wrong" not in row:
+        return row
+    return {LEGACY.get(k, k): v for k, v in row.items()}
 
 
 def _edited(path: Path, pristine: str) -> bool:
@@ -188,6 +209,7 @@ def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: s
     are recorded on every call, and ReviewPending is raised while rows remain.
     """
     review_dir = Path(review_dir)
+    issues = [upgrade(i) for i in issues]
     with CorrectionStore(review_dir, issues) as store:
         return _file_review(store, issues, review_dir, rerun_hint)
 
@@ -218,8 +240,9 @@ def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, r
             rid = str(row.get("id") or "").strip()
             if rid not in by_id:
                 # A spreadsheet may have turned an id like 1234e5678901 into a number: ids are the hash
-                # of container and RTI, so the row's own texts name its issue.
-                rid = issue_id(_uncell(str(row.get("container") or "")), _uncell(str(row.get("rti") or "")))
+                # of the sides' sources, so the row's own texts name its issue.
+                rid = issue_id([_uncell(str(row.get(f"source_{k}") or ""))
+                                for k in range(1, 1 + sum(c.startswith("source_") for c in row))])
             if rid not in by_id:
                 rid = str(row.get("id") or "").strip()
                 raise UserError(f"{where}: id {rid!r} is not an issue of this run; the sheet belongs to another run")

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from repair.errors import UserError
+from repair.issues import roles, side, upgrade
 from repair.fileio import (FolderLock, append_jsonl, drop_torn_tail, iter_jsonl, json_line, read_json,
                            remove_temp_files, write_json_atomic, write_text_atomic)
 
@@ -37,7 +38,6 @@ KINDS = (
     "incorrect modification",
     "unclear logic",
 )
-SIDES = ("container", "rti")
 CORRECTION_KEYS = ("source", "translation", "correction", "kind", "issues")
 
 JUDGMENTS = "judgments.jsonl"
@@ -102,8 +102,8 @@ def _check_judgment(j: Any, where: str) -> dict:
     if not isinstance(j["issue"], str) or not j["issue"]:
         raise UserError(f"{where}: 'issue' must be an issue id")
     wrong = j["wrong"]
-    if not isinstance(wrong, list) or any(w not in SIDES for w in wrong) or len(set(wrong)) != len(wrong):
-        raise UserError(f"{where}: 'wrong' must be a list of distinct 'container' / 'rti', got {wrong!r}")
+    if not isinstance(wrong, list) or any(not isinstance(w, str) or not w for w in wrong) or len(set(wrong)) != len(wrong):
+        raise UserError(f"{where}: 'wrong' must be a list of distinct side roles (e.g. 'container', 'rti'), got {wrong!r}")
     if wrong:
         try:
             parse_kind(j["kind"])
@@ -157,7 +157,8 @@ class CorrectionStore:
         self.judgments_path = self.dir / JUDGMENTS
         self.corrections_path = self.dir / CORRECTIONS
         self.progress_path = self.dir / PROGRESS
-        self.issues: dict[str, dict] | None = {i["id"]: i for i in issues} if issues is not None else None
+        self.issues: dict[str, dict] | None = \
+            {i["id"]: i for i in map(upgrade, issues)} if issues is not None else None
         self.lock = FolderLock(self.dir, "review folder").acquire()
         try:
             if drop_torn_tail(self.judgments_path):
@@ -212,28 +213,21 @@ class CorrectionStore:
         for issue_id, j in self.latest.items():
             issue = self.issues[issue_id]
             kinds = j.get("kinds") or {}
-            for side in j["wrong"]:
-                source, fixed = issue[side], j["corrections"][side]
+            for role in j["wrong"]:
+                s = side(issue, role)
+                source, fixed = s["source"], j["corrections"][role]
                 g = groups.pop((source, fixed), None) or {
                     "source": source,
-                    "translation": issue[f"{side}_translation"],
+                    "translation": s["translation"],
                     "correction": fixed,
                     "issues": [],
                 }
-                g["kind"] = parse_kind(kinds.get(side) or j["kind"])
+                g["kind"] = parse_kind(kinds.get(role) or j["kind"])
                 if issue_id not in g["issues"]:
                     g["issues"].append(issue_id)
                 g["time"] = j["time"]
                 groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "time")}
         return list(groups.values())
-
-    def correction_for(self, source: str) -> str | None:
-        """The latest correction of a source text in this review (to prefill the same source elsewhere)."""
-        found = None
-        for c in self.corrections():
-            if c["source"] == source:
-                found = c["correction"]
-        return found
 
     # -- writing
 
@@ -276,27 +270,28 @@ class CorrectionStore:
     def _judgment(self, issue_id, wrong, kind, corrections, kinds) -> dict:
         if issue_id not in self.issues:
             raise UserError(f"no issue with id {issue_id!r} in this review")
+        issue = self.issues[issue_id]
+        names = roles(issue)
         given = set(wrong)
-        extra = given - set(SIDES)
-        wrong = [s for s in SIDES if s in given]
+        extra = given - set(names)
+        wrong = [r for r in names if r in given]
         if extra:
-            raise UserError(f"issue {issue_id}: 'wrong' may hold only container / rti, not {sorted(extra)}")
+            raise UserError(f"issue {issue_id}: 'wrong' may hold only {' / '.join(names)}, not {sorted(extra)}")
         corrections = corrections or {}
         kinds = {s: parse_kind(k) for s, k in (kinds or {}).items() if s in wrong and k}
-        issue = self.issues[issue_id]
         kept = {}
-        for side in wrong:
-            text = (corrections.get(side) or "").strip()
+        for role in wrong:
+            text = (corrections.get(role) or "").strip()
             if not text:
-                raise UserError(f"issue {issue_id}: the {side} translation is marked wrong but has no correction")
+                raise UserError(f"issue {issue_id}: the {role} translation is marked wrong but has no correction")
             trouble = line_trouble(text)
             if trouble:
-                raise UserError(f"issue {issue_id}: the corrected {side} translation {trouble}")
-            if squeeze(text) == squeeze(issue[f"{side}_translation"]):
+                raise UserError(f"issue {issue_id}: the corrected {role} translation {trouble}")
+            if squeeze(text) == squeeze(side(issue, role)["translation"]):
                 raise UserError(
-                    f"issue {issue_id}: the corrected {side} translation is still the model's translation"
+                    f"issue {issue_id}: the corrected {role} translation is still the model's translation"
                 )
-            kept[side] = text
+            kept[role] = text
         if wrong:
             try:
                 kind = parse_kind(kind or kinds.get(wrong[0]))

@@ -32,13 +32,14 @@ from starlette.routing import Route
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
-from repair.review.store import KINDS, SIDES, CorrectionStore, now_iso
+from repair.issues import upgrade
+from repair.purity.relations import describe
+from repair.review.store import KINDS, CorrectionStore, now_iso
 
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "x-review-token"
 ASSET_TYPES = {"app.js": "text/javascript; charset=utf-8", "app.css": "text/css; charset=utf-8"}
-ISSUE_FIELDS = ("id", "container", "container_translation", "rti", "rti_translation", "missing", "distance")
 SECURITY_HEADERS = {
     "Content-Security-Policy": (
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; "
@@ -145,12 +146,14 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
 
     It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
     """
+    issues = [upgrade(i) for i in issues]
     store = CorrectionStore(review_dir, issues)
     token = token or secrets.token_urlsafe(32)
     page = _asset("index.html")
     assets = {name: _asset(name) for name in ASSET_TYPES}
     by_id = {i["id"]: i for i in issues}
-    page_issues = [{k: i.get(k) for k in ISSUE_FIELDS} for i in issues]
+    page_issues = issues  # whole records: sides, evidence and what a relation adds (the replaced words)
+    relations = {name: describe(name) for name in dict.fromkeys(i["relation"] for i in issues)}
 
     def authorised(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
@@ -178,7 +181,8 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         if not authorised(request):
             return refused()
         return answer({"issues": page_issues, "judgments": store.latest, "stats": store.stats(),
-                       "kinds": list(KINDS), "prefill": prefill(), "finished": app.state.finished})
+                       "kinds": list(KINDS), "prefill": prefill(), "finished": app.state.finished,
+                       "relations": relations})
 
     async def judge(request: Request) -> Response:
         if not authorised(request):
@@ -193,12 +197,13 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         corrections = body.get("corrections") or {}
         if not isinstance(issue, str) or issue not in by_id:
             return answer({"error": "unknown issue"}, 400)
-        if (not isinstance(wrong, list) or any(not isinstance(w, str) or w not in SIDES for w in wrong)
+        names = [s["role"] for s in by_id[issue]["sides"]]
+        if (not isinstance(wrong, list) or any(not isinstance(w, str) or w not in names for w in wrong)
                 or not isinstance(corrections, dict)
-                or any(not isinstance(corrections.get(s, ""), str) for s in SIDES)
+                or any(not isinstance(corrections.get(s, ""), str) for s in names)
                 or not (kind is None or isinstance(kind, str))):
-            return answer({"error": "bad judgment: 'wrong' must list container / rti, 'kind' be a text and "
-                                    "'corrections' map each side to a text"}, 400)
+            return answer({"error": f"bad judgment: 'wrong' must list sides of the issue ({' / '.join(names)}), "
+                                    "'kind' be a text and 'corrections' map each side to a text"}, 400)
         try:
             j = store.record(issue, wrong, kind, {s: corrections.get(s, "") for s in wrong})
         except UserError as e:

@@ -12,13 +12,14 @@ const TOKEN = (() => {
   }
   return sessionStorage.getItem("review-token") || "";
 })();
-const SIDES = ["container", "rti"];
 const $ = (id) => document.getElementById(id);
 
 let issues = [];
 let kinds = [];
 let saved = {};      // issue id -> latest saved judgment
-let drafts = {};     // issue id -> {wrong: Set, noError, kind, corr: {container, rti}}
+let drafts = {};     // issue id -> {wrong: Set of roles, noError, kind, corr: {role: text}}
+let relations = {};  // relation name -> {roles: [{role, label, sub, key}], evidence}
+let shownRelation = null;
 let prefill = {};    // source text -> its latest correction in this review
 let stats = null;
 let current = 0;
@@ -50,12 +51,12 @@ function el(tag, cls, text) {
 // ---------------------------------------------------------------- drafts
 
 function draftFrom(j) {
-  const d = { wrong: new Set(), noError: false, kind: null, corr: { container: "", rti: "" }, dirty: false };
+  const d = { wrong: new Set(), noError: false, kind: null, corr: {}, dirty: false };
   if (j) {
     j.wrong.forEach((s) => d.wrong.add(s));
     d.noError = j.wrong.length === 0;
     d.kind = j.kind;
-    SIDES.forEach((s) => { if (j.corrections[s]) d.corr[s] = j.corrections[s]; });
+    Object.entries(j.corrections).forEach(([s, t]) => { d.corr[s] = t; });
   }
   return d;
 }
@@ -73,6 +74,93 @@ function stateOf(i) {
   const j = saved[id];
   if (!j) return "todo";
   return j.wrong.length ? "bad" : "ok";
+}
+
+// ---------------------------------------------------------------- sides
+
+function sideOf(iss, role) { return iss.sides.find((s) => s.role === role); }
+
+function relationInfo(iss) {
+  return relations[iss.relation] || { roles: [], evidence: "Tokens behind the distance:" };
+}
+
+function roleInfo(iss, role) {
+  const known = relationInfo(iss).roles.find((r) => r.role === role);
+  if (known) return known;
+  const k = iss.sides.findIndex((s) => s.role === role);
+  return { role: role, label: role, sub: "", key: String.fromCharCode(97 + 16 + k) };  // q, r, ... for unknown roles
+}
+
+function sideKeys(iss) { return iss.sides.map((s) => roleInfo(iss, s.role).key.toUpperCase()).join(" or "); }
+
+function listText(iss) {
+  // the text that tells issues apart in the list: the last side's source (the RTI, the mutant)
+  return iss.sides[iss.sides.length - 1].source;
+}
+
+function sourceMark(iss, k) {
+  // what to mark in side k's source: the replaced word, or a later side's source found inside it (the RTI)
+  if (Array.isArray(iss.replaced) && iss.replaced[k]) return iss.replaced[k];
+  const inner = iss.sides.slice(k + 1).find((s) => iss.sides[k].source.includes(s.source));
+  return inner ? inner.source : null;
+}
+
+function buildSides(iss) {
+  // one section per side, its elements named by role (pair-ROLE, wrong-ROLE, corr-ROLE, ...)
+  const box = $("sides");
+  box.replaceChildren();
+  const keys = $("side-keys");
+  keys.replaceChildren();
+  iss.sides.forEach((side) => {
+    const r = roleInfo(iss, side.role);
+    const sec = el("section", "pair");
+    sec.id = "pair-" + r.role;
+    const head = el("div", "pair-head");
+    const h = el("h2", "", r.label + " ");
+    h.append(el("span", "sub", r.sub));
+    const toggle = el("button", "toggle", "Wrong ");
+    toggle.type = "button";
+    toggle.id = "wrong-" + r.role;
+    toggle.setAttribute("aria-pressed", "false");
+    toggle.append(el("kbd", "", r.key.toUpperCase()));
+    toggle.addEventListener("click", () => toggleWrong(r.role));
+    head.append(h, toggle);
+    const texts = el("div", "texts");
+    const src = el("p", "source");
+    src.id = r.role + "-source";
+    const tr = el("p", "translation zh");
+    tr.id = r.role + "-translation";
+    tr.lang = "zh";
+    texts.append(el("span", "tag", "English"), src, el("span", "tag", "Model"), tr);
+    const fix = el("div", "fix");
+    fix.id = "fix-" + r.role;
+    fix.hidden = true;
+    const label = el("label", "", "Corrected translation of the " + r.label);
+    label.htmlFor = "corr-" + r.role;
+    const ta = el("textarea", "zh");
+    ta.id = "corr-" + r.role;
+    ta.lang = "zh";
+    ta.rows = 1;
+    ta.spellcheck = false;
+    ta.addEventListener("input", (ev) => {
+      const d = draft(current);
+      d.corr[r.role] = ev.target.value;
+      d.dirty = true;
+      const [txt, cls] = statusText(current);
+      $("status").textContent = txt;
+      $("status").className = "status " + cls;
+      renderList();
+    });
+    const hint = el("div", "hint");
+    hint.id = "hint-" + r.role;
+    fix.append(label, ta, hint);
+    sec.append(head, texts, fix);
+    box.append(sec);
+    const k = el("span");
+    k.append(el("kbd", "", r.key.toUpperCase()), " " + r.label + " wrong");
+    keys.append(k, " ");
+  });
+  shownRelation = iss.relation;
 }
 
 // ---------------------------------------------------------------- rendering
@@ -131,7 +219,7 @@ function renderList() {
     issues.forEach((iss, i) => {
       const row = el("div", "item");
       row.dataset.index = String(i);
-      row.append(el("span", "num", String(i + 1)), el("span", "dot"), el("span", "txt", iss.rti));
+      row.append(el("span", "num", String(i + 1)), el("span", "dot"), el("span", "txt", listText(iss)));
       row.addEventListener("click", () => go(i));
       list.append(row);
     });
@@ -150,7 +238,7 @@ function statusText(i) {
   if (st === "todo") return ["Not judged", ""];
   const j = saved[issues[i].id];
   if (st === "ok") return ["Saved · no error", "ok"];
-  const which = j.wrong.map((s) => (s === "rti" ? "RTI" : "container")).join(" and ");
+  const which = j.wrong.map((s) => roleInfo(issues[i], s).label).join(" and ");
   return ["Saved · " + which + " wrong · " + j.kind, "bad"];
 }
 
@@ -158,31 +246,32 @@ function render() {
   const iss = issues[current];
   const d = draft(current);
   $("position").textContent = "Issue " + (current + 1) + " of " + issues.length;
-  $("meta").textContent = "distance " + iss.distance + " · id " + iss.id;
+  $("meta").textContent = iss.relation + " · distance " + iss.distance + " · id " + iss.id;
   const [txt, cls] = statusText(current);
   $("status").textContent = txt;
   $("status").className = "status " + cls;
 
-  $("container-source").replaceChildren(highlightSpan(iss.container, iss.rti, "rti"));
-  $("container-translation").textContent = iss.container_translation;
-  $("rti-source").textContent = iss.rti;
-  $("rti-translation").replaceChildren(highlightTokens(iss.rti_translation, iss.missing, "miss"));
+  if (shownRelation !== iss.relation) buildSides(iss);
+  iss.sides.forEach((side, k) => {
+    $(side.role + "-source").replaceChildren(highlightSpan(side.source, sourceMark(iss, k), "rti"));
+    $(side.role + "-translation").replaceChildren(highlightTokens(side.translation, iss.evidence, "miss"));
+  });
   const miss = $("missing");
   miss.replaceChildren();
-  if (iss.missing && iss.missing.length) {
-    miss.append("Missing from the container's translation:");
-    iss.missing.forEach((t) => miss.append(el("span", "chip", t)));
+  if (iss.evidence && iss.evidence.length) {
+    miss.append(relationInfo(iss).evidence);
+    iss.evidence.forEach((t) => miss.append(el("span", "chip", t)));
   }
 
-  for (const s of SIDES) {
+  for (const s of iss.sides.map((x) => x.role)) {
     const on = d.wrong.has(s);
     $("wrong-" + s).setAttribute("aria-pressed", String(on));
     $("pair-" + s).classList.toggle("is-wrong", on);
     $("fix-" + s).hidden = !on;
     const ta = $("corr-" + s);
-    if (ta.value !== d.corr[s]) ta.value = d.corr[s];
+    if (ta.value !== (d.corr[s] || "")) ta.value = d.corr[s] || "";
     const hint = $("hint-" + s);
-    const source = iss[s];
+    const source = sideOf(iss, s).source;
     const own = saved[iss.id] && saved[iss.id].corrections[s];
     hint.textContent = !own && prefill[source] && d.corr[s] === prefill[source]
       ? "Prefilled with your correction of the same text in another issue." : "";
@@ -216,7 +305,8 @@ function toggleWrong(side) {
   else {
     d.wrong.add(side);
     d.noError = false;
-    if (!d.corr[side]) d.corr[side] = prefill[iss[side]] || iss[side + "_translation"];
+    const s = sideOf(iss, side);
+    if (!d.corr[side]) d.corr[side] = prefill[s.source] || s.translation;
   }
   d.dirty = true;
   render();
@@ -233,7 +323,7 @@ function markNoError() {
 
 function pickKind(n) {
   const d = draft(current);
-  if (d.wrong.size === 0) { say("Mark a translation wrong first (C or R), then pick its kind.", "error"); return; }
+  if (d.wrong.size === 0) { say("Mark a translation wrong first (" + sideKeys(issues[current]) + "), then pick its kind.", "error"); return; }
   d.kind = kinds[n];
   d.dirty = true;
   render();
@@ -241,8 +331,8 @@ function pickKind(n) {
 
 function edit() {
   const d = draft(current);
-  const side = SIDES.find((s) => d.wrong.has(s));
-  if (!side) { say("Mark a translation wrong first (C or R); then E edits its correction.", "error"); return; }
+  const side = issues[current].sides.map((s) => s.role).find((s) => d.wrong.has(s));
+  if (!side) { say("Mark a translation wrong first (" + sideKeys(issues[current]) + "); then E edits its correction.", "error"); return; }
   const ta = $("corr-" + side);
   ta.focus();
   ta.setSelectionRange(ta.value.length, ta.value.length);
@@ -251,17 +341,21 @@ function edit() {
 async function save(andNext) {
   const iss = issues[current];
   const d = draft(current);
-  if (!d.noError && d.wrong.size === 0) { say("Mark C (container wrong), R (RTI wrong) or N (no error) first.", "error"); return; }
+  if (!d.noError && d.wrong.size === 0) {
+    say("Mark " + iss.sides.map((s) => { const r = roleInfo(iss, s.role); return r.key.toUpperCase() + " (" + r.label + " wrong)"; }).join(", ") +
+      " or N (no error) first.", "error");
+    return;
+  }
   if (d.wrong.size && !d.kind) { say("Pick the kind of error: keys 1 to 5.", "error"); return; }
   for (const s of d.wrong) {
     const squeeze = (t) => t.replace(/\s+/g, "");
     if (!squeeze(d.corr[s])) { say("Write the corrected translation (E).", "error"); return; }
-    if (squeeze(d.corr[s]) === squeeze(iss[s + "_translation"])) {
-      say("The corrected " + (s === "rti" ? "RTI" : "container") + " translation is still the model's; edit it (E).", "error");
+    if (squeeze(d.corr[s]) === squeeze(sideOf(iss, s).translation)) {
+      say("The corrected " + roleInfo(iss, s).label + " translation is still the model's; edit it (E).", "error");
       return;
     }
   }
-  const body = { issue: iss.id, wrong: SIDES.filter((s) => d.wrong.has(s)), kind: d.wrong.size ? d.kind : null, corrections: {} };
+  const body = { issue: iss.id, wrong: iss.sides.map((s) => s.role).filter((s) => d.wrong.has(s)), kind: d.wrong.size ? d.kind : null, corrections: {} };
   body.wrong.forEach((s) => { body.corrections[s] = d.corr[s]; });
   try {
     const res = await (await api("/api/judge", body)).json();
@@ -351,10 +445,12 @@ function onKey(e) {
   const act = {
     j: () => go(current + 1), ArrowRight: () => go(current + 1), ArrowDown: () => go(current + 1),
     k: () => go(current - 1), ArrowLeft: () => go(current - 1), ArrowUp: () => go(current - 1),
-    u: nextTodo, c: () => toggleWrong("container"), r: () => toggleWrong("rti"), n: markNoError,
+    u: nextTodo, n: markNoError,
     e: edit, Enter: () => save(true), s: () => save(false), x: exportCsv, F: askFinish,
   }[k];
   if (act) { e.preventDefault(); act(); return; }
+  const role = issues.length ? issues[current].sides.map((s) => roleInfo(issues[current], s.role)).find((r) => r.key === k) : null;
+  if (role) { e.preventDefault(); toggleWrong(role.role); return; }
   if (/^[1-5]$/.test(k)) { e.preventDefault(); pickKind(Number(k) - 1); }
 }
 
@@ -371,6 +467,7 @@ async function start() {
   }
   issues = st.issues;
   kinds = st.kinds;
+  relations = st.relations || {};
   saved = st.judgments;
   prefill = st.prefill;
   stats = st.stats;
@@ -382,18 +479,6 @@ async function start() {
     b.append(el("kbd", "", String(n + 1)));
     b.addEventListener("click", () => pickKind(n));
     box.append(b);
-  });
-  SIDES.forEach((s) => {
-    $("wrong-" + s).addEventListener("click", () => toggleWrong(s));
-    $("corr-" + s).addEventListener("input", (ev) => {
-      const d = draft(current);
-      d.corr[s] = ev.target.value;
-      d.dirty = true;
-      const [txt, cls] = statusText(current);
-      $("status").textContent = txt;
-      $("status").className = "status " + cls;
-      renderList();
-    });
   });
   $("no-error").addEventListener("click", markNoError);
   $("prev").addEventListener("click", () => go(current - 1));

@@ -1,0 +1,255 @@
+"""Word replacement (the TransRepair / CAT family): replacing one noun or adjective of a sentence with another
+of the same part of speech that fits the context should change the translation only where that word is.
+
+A case is (original sentence, mutant). Its distance, in tokens (characters or jieba words, stop tokens left
+out): the tokens of the original's translation that the mutant's lacks, beyond those of the replaced word's own
+translation, plus the tokens of the mutant's translation that the original's lacks, beyond those of the new
+word's own translation. Each word is translated alone for this.
+
+Candidates, found offline:
+- `context` (`auto` without a lexicon): words tagged with the same part of speech in the sentences under test, ranked by how many
+  of the replaced word's two neighbours they are seen beside in the training corpus and the sentences under test.
+- `lexicon` (`auto` with one): a JSONL file of interchangeable words, `{"tag": "NN", "words": [...]}` per line (the demo's grammar
+  writes one); candidates are the other words of a group holding the word with the same tag, ranked as above.
+- `mlm`: a masked language model (`transformers` and a local model folder, `mlm_model=`), its proposals kept when
+  seen with the same part of speech in the sentences under test.
+Filters: same Penn tag (NN, NNS, JJ: so a plural stays plural and the verb agrees), a lowercase alphabetic word of
+2+ letters that is not a stop word, "a"/"an" before it still right for the new word (by its first letter), at
+least `min_context` (default 2) of its neighbours seen beside the new word, a capitalized word only at the sentence's start.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from repair.errors import UserError
+from repair.fileio import iter_jsonl, read_text_lines
+from repair.purity.check import DEFAULT_STOP_TOKENS, tokens
+from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
+from repair.purity.relations.rti import stopword_set
+from repair.purity.rti import Node, TreeSyntaxError, clean_tree, parse_tree
+
+log = logging.getLogger(__name__)
+
+TAGS = ("NN", "NNS", "JJ")
+SOURCES = ("auto", "context", "lexicon", "mlm")
+_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\S")
+_ALPHA = re.compile(r"[a-z]{2,}")
+
+
+def tagged_leaves(tree: str) -> list[tuple[str, str]]:
+    """(tag, word) for every leaf of a bracketed tree, in order."""
+    node = clean_tree(parse_tree(tree))
+    out: list[tuple[str, str]] = []
+    stack: list[Node | str] = [node] if node is not None else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Node):
+            if len(item.children) == 1 and isinstance(item.children[0], str):
+                out.append((item.label, item.children[0]))
+            else:
+                stack.extend(reversed(item.children))
+    return out
+
+
+def article_fits(article: str, word: str) -> bool:
+    """"a"/"an" before `word`, by its first letter (so "an hour" and "a university" are judged wrongly)."""
+    return (article.lower() == "an") == (word[0].lower() in "aeiou")
+
+
+def replace_word(sentence: str, word: str, nth: int, new: str) -> str | None:
+    """`sentence` with the nth (0-based) whole-word occurrence of `word` replaced, or None if it is not there."""
+    spans = [m.span() for m in re.finditer(r"(?<![\w'-])" + re.escape(word) + r"(?![\w-])", sentence)]
+    if nth >= len(spans):
+        return None
+    a, b = spans[nth]
+    return sentence[:a] + new + sentence[b:]
+
+
+class ContextIndex:
+    """Which words are seen beside which, in a corpus and the sentences under test (lowercased)."""
+
+    def __init__(self):
+        self.bigrams: set[tuple[str, str]] = set()
+        self.freq: Counter = Counter()
+
+    def add(self, words: Sequence[str]) -> None:
+        words = [w.lower() for w in words]
+        self.freq.update(words)
+        self.bigrams.update(zip(words, words[1:]))
+
+    def add_text(self, line: str) -> None:
+        self.add(_WORD.findall(line))
+
+    def score(self, left: str | None, word: str, right: str | None) -> int:
+        return ((left is not None and (left.lower(), word) in self.bigrams)
+                + (right is not None and (word, right.lower()) in self.bigrams))
+
+
+def read_lexicon(path: str | Path) -> dict[tuple[str, str], list[str]]:
+    """(tag, word) -> the other words of its groups, from a JSONL file of {"tag", "words"}."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for n, row in iter_jsonl(path):
+        if not (isinstance(row, dict) and row.get("tag") in TAGS and isinstance(row.get("words"), list)
+                and all(isinstance(w, str) and w for w in row["words"])):
+            raise UserError(f'{path}:{n}: expected {{"tag": one of {", ".join(TAGS)}, "words": ["...", ...]}}')
+        for w in row["words"]:
+            others = out.setdefault((row["tag"], w), [])
+            others.extend(x for x in row["words"] if x != w and x not in others)
+    return out
+
+
+class MaskedLM:
+    """Proposals of a local masked language model (transformers' fill-mask pipeline)."""
+
+    def __init__(self, model: str | None, top_k: int = 20):
+        try:
+            from transformers import pipeline
+        except ImportError:
+            raise UserError("purity.replace.candidates=mlm needs the transformers package (pip install transformers) "
+                            "and a local masked-LM folder in purity.replace.mlm_model") from None
+        if not model or not Path(model).is_dir():
+            raise UserError(f"purity.replace.mlm_model={model!r}: give a local folder with a masked language model "
+                            "(e.g. one saved with save_pretrained); nothing is downloaded")
+        self.fill = pipeline("fill-mask", model=str(model), tokenizer=str(model))
+        self.top_k = top_k
+
+    def propose(self, sentence: str, word: str, nth: int) -> list[str]:
+        masked = replace_word(sentence, word, nth, self.fill.tokenizer.mask_token)
+        if masked is None:
+            return []
+        return [p["token_str"].strip() for p in self.fill(masked, top_k=self.top_k)]
+
+
+class ReplaceRelation(Relation):
+    name = "replace"
+    description = "replacing one noun or adjective by a close one changes the translation only there"
+    roles = (Role("original", "Original", "the sentence under test", "o"),
+             Role("mutant", "Mutant", "one word replaced", "m"))
+    evidence_label = "Changed beyond the replaced word's own translation:"
+
+    def __init__(self, *, unit: str = "char", stop_tokens: Iterable[str] = DEFAULT_STOP_TOKENS,
+                 stopwords: str | Path | Iterable[str] | None = None, candidates: str = "auto",
+                 lexicon: str | None = None, corpus: str | Sequence[str] | None = None, corpus_lines: int = 200000,
+                 per_word: int = 2, max_mutants: int = 4, min_context: int = 2, tags: Sequence[str] = TAGS,
+                 mlm_model: str | None = None):
+        if candidates not in SOURCES:
+            raise UserError(f"purity.replace.candidates={candidates!r}: choose one of {', '.join(SOURCES)}")
+        if candidates == "auto":
+            candidates = "lexicon" if lexicon else "context"
+        if candidates == "lexicon" and not lexicon:
+            raise UserError("purity.replace.candidates=lexicon needs purity.replace.lexicon=FILE.jsonl")
+        bad = [t for t in tags if t not in TAGS]
+        if bad:
+            raise UserError(f"purity.replace.tags: {bad} not supported; choose among {', '.join(TAGS)}")
+        for key, value, least in (("per_word", per_word, 1), ("max_mutants", max_mutants, 1),
+                                  ("min_context", min_context, 0), ("corpus_lines", corpus_lines, 0)):
+            if not isinstance(value, int) or value < least:
+                raise UserError(f"purity.replace.{key}={value!r}: give a whole number >= {least}")
+        if min_context > 2:
+            raise UserError(f"purity.replace.min_context={min_context}: a word has two neighbours; give 0, 1 or 2")
+        self.unit = unit
+        self.stop_tokens = frozenset(stop_tokens)
+        self.stopwords = stopword_set(stopwords)
+        self.source = candidates
+        self.lexicon = read_lexicon(lexicon) if lexicon else None
+        self.corpus = [corpus] if isinstance(corpus, (str, Path)) else list(corpus or [])
+        self.corpus_lines = corpus_lines
+        self.per_word, self.max_mutants, self.min_context = per_word, max_mutants, min_context
+        self.tags = tuple(tags)
+        self.mlm = MaskedLM(mlm_model) if candidates == "mlm" else None
+        self._counts: dict = {}
+
+    # ---- candidates
+
+    def _index(self, leaves_per_sentence: list[list[tuple[str, str]]]) -> tuple[ContextIndex, dict[str, Counter]]:
+        index = ContextIndex()
+        by_tag: dict[str, Counter] = {t: Counter() for t in self.tags}
+        for leaves in leaves_per_sentence:
+            index.add([w for _, w in leaves])
+            for tag, word in leaves:
+                if tag in by_tag and self._replaceable(word):
+                    by_tag[tag][word] += 1
+        for path in self.corpus:
+            for line in itertools.islice(read_text_lines(path), self.corpus_lines):
+                index.add_text(line)
+        return index, by_tag
+
+    def _replaceable(self, word: str) -> bool:
+        return bool(_ALPHA.fullmatch(word)) and word not in self.stopwords
+
+    def _proposals(self, tag: str, word: str, by_tag: dict[str, Counter], sentence: str, nth: int) -> list[str]:
+        if self.source == "lexicon":
+            return list(self.lexicon.get((tag, word), []))
+        if self.source == "mlm":
+            return [w for w in self.mlm.propose(sentence, word, nth) if w in by_tag[tag]]
+        return list(by_tag[tag])
+
+    def cases(self, parsed: Sequence[Parsed]) -> list[Case]:
+        leaves_per_sentence = []
+        for p in parsed:
+            try:
+                leaves_per_sentence.append(tagged_leaves(p.tree))
+            except TreeSyntaxError as e:
+                raise UserError(f"{p.where}: the tree for this sentence cannot be read ({e}): {p.tree[:120]!r}") from None
+        index, by_tag = self._index(leaves_per_sentence)
+        out: dict[str, Case] = {}
+        filtered = Counter()
+        for p, leaves in zip(parsed, leaves_per_sentence):
+            made = 0
+            seen_word: Counter = Counter()
+            for i, (tag, leaf) in enumerate(leaves):
+                nth = seen_word[leaf]
+                seen_word[leaf] += 1
+                if made >= self.max_mutants or tag not in self.tags:
+                    continue
+                first = i == 0
+                word = leaf.lower() if first else leaf
+                if not self._replaceable(word):
+                    continue
+                left = leaves[i - 1][1] if i > 0 else None
+                right = leaves[i + 1][1] if i + 1 < len(leaves) else None
+                ranked = []
+                for new in dict.fromkeys(self._proposals(tag, word, by_tag, p.sentence, nth)):
+                    if new == word or not self._replaceable(new):
+                        filtered["word"] += 1
+                    elif left is not None and left.lower() in ("a", "an") and not article_fits(left, new):
+                        filtered["article"] += 1
+                    elif index.score(left, new, right) < self.min_context:
+                        filtered["context"] += 1
+                    else:
+                        ranked.append((-index.score(left, new, right), -index.freq[new], new))
+                for _, _, new in sorted(ranked)[:self.per_word]:
+                    written = new[0].upper() + new[1:] if leaf[0].isupper() else new
+                    mutant = replace_word(p.sentence, leaf, nth, written)
+                    if mutant is None or mutant == p.sentence:
+                        filtered["not found"] += 1
+                        continue
+                    case = Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
+                                (p.sentence, mutant, word, new), {"replaced": [word, new], "tag": tag})
+                    if case.id not in out:
+                        out[case.id] = case
+                        made += 1
+        self._counts = {"mutants": len(out), "filtered": dict(filtered), "candidates": self.source}
+        return list(out.values())
+
+    # ---- distance
+
+    def _bag(self, text: str) -> Counter:
+        return Counter(t for t in tokens(text, self.unit) if t not in self.stop_tokens and not t.isspace())
+
+    def check(self, case: Case, translation: Mapping[str, str]) -> Check:
+        original, mutant, word, new = case.texts
+        a, b = self._bag(translation[original]), self._bag(translation[mutant])
+        lost = a - b - self._bag(translation[word])
+        gained = b - a - self._bag(translation[new])
+        evidence = tuple(sorted(lost.elements())) + tuple(sorted(gained.elements()))
+        return Check(len(evidence), evidence)
+
+    def counts(self) -> dict:
+        return dict(self._counts)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import random
 import sys
 import time
 from contextlib import contextmanager
@@ -21,16 +20,24 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import (check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic,
-                           write_text_atomic)
+from repair.fileio import check_folder_overrides, read_json, read_text_lines, write_json_atomic
+from repair.heldout import Heldout, cycle_slice, heldout_split, line_span
+from repair.issues import read_issues
+from repair.stages import Data, Purity
 
 if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles
+    from repair.stages.finetune import FinetuneSettings
 
 log = logging.getLogger("repair.loop")
 
 
 # ---------------------------------------------------------------- run folder
+
+
+def plain(node: DictConfig) -> dict:
+    """A config node as the plain values the functions below the entry point take."""
+    return OmegaConf.to_container(node, resolve=True)
 
 
 def flat(cfg: dict, prefix: str = "") -> dict:
@@ -86,15 +93,18 @@ class Run:
 
         key = model.checkpoint
         if key not in self._translators:
-            self._translators[key] = make_translator(self.cfg.translator, **model_overrides(self.cfg, model))
+            self._translators[key] = make_translator(plain(self.cfg.translator), **model_overrides(self.cfg, model))
         return self._translators[key]
 
     def parser(self):
         if self._parser is None:
             from repair.purity.parsers import make_parser
 
-            self._parser = make_parser(self.cfg.parser)
+            self._parser = make_parser(plain(self.cfg.parser))
         return self._parser
+
+    def purity(self) -> Purity:
+        return Purity(self.parser, self.translator, purity_kwargs(self.cfg))
 
 
 def model_overrides(cfg: DictConfig, model: "ModelFiles") -> dict:
@@ -132,13 +142,6 @@ def sha256(path: Path) -> str | None:
 # ---------------------------------------------------------------- stages
 
 
-@dataclass
-class Data:
-    dir: Path
-    sentences: Path  # English sentences Purity tests
-    references: Path | None  # oracle references for every sentence and NP (demo only)
-
-
 def model_checkpoint(cfg: DictConfig) -> str | None:
     """The model brought along: model.checkpoint, or translator.checkpoint (a file or a model folder)."""
     return cfg.model.get("checkpoint") or cfg.translator.get("checkpoint")
@@ -152,7 +155,7 @@ def stage_prepare(cfg: DictConfig) -> Data:
     if cfg.data.name == "demo":
         from repair.data.demo import build_demo
 
-        build_demo(data_dir, **OmegaConf.to_container(cfg.data.build, resolve=True))
+        build_demo(data_dir, **plain(cfg.data.build))
     elif cfg.data.name == "wmt18":
         from repair.data.wmt18 import collect
 
@@ -165,7 +168,7 @@ def stage_prepare(cfg: DictConfig) -> Data:
         raise UserError(f"data={cfg.data.name}: unknown data set (demo | wmt18 | parallel)")
     # A model brought along has its own preprocessing: the corpus is only cleaned.
     prepare_data(data_dir, sources=sources, encode=not model_checkpoint(cfg),
-                 **OmegaConf.to_container(cfg.data.prepare, resolve=True))
+                 **plain(cfg.data.prepare))
     if cfg.purity.input:
         sentences = Path(cfg.purity.input)
     elif cfg.data.get("sentences"):
@@ -199,8 +202,9 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
     else:
         from repair.nmt.train import train_model
 
-        checkpoint = train_model(data.dir, Path(cfg.checkpoint_dir), cfg.model, seed=cfg.seed, device=cfg.device)
-    options = {k: v for k, v in OmegaConf.to_container(cfg.translator, resolve=True).items()
+        checkpoint = train_model(data.dir, Path(cfg.checkpoint_dir), plain(cfg.model), seed=cfg.seed,
+                                 device=cfg.device)
+    options = {k: v for k, v in plain(cfg.translator).items()
                if k in OPTION_KEYS}
     model = load_model_files(checkpoint, data.dir, **options)
     log.info("model %s; %s; %s", model.checkpoint, model.src.describe(), model.tgt.describe())
@@ -209,78 +213,34 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
     return model
 
 
+# the `purity` group's keys run_purity takes (`relations` and `replace` are not the loop's yet)
+PURITY_KEYS = ("thresholds", "unit", "skip_latin", "max_words", "min_content_words", "max_sentence_words", "stopwords",
+               "stop_tokens")
+
+
 def purity_kwargs(cfg: DictConfig) -> dict:
-    """The `purity` group's settings for run_purity (the loop's own keys and `relations` left out)."""
-    p = cfg.purity
-    return dict(
-        thresholds=tuple(p.thresholds),
-        unit=p.unit,
-        skip_latin=p.skip_latin,
-        max_words=p.max_words,
-        min_content_words=p.min_content_words,
-        max_sentence_words=p.max_sentence_words,
-        stopwords=p.stopwords,
-        stop_tokens=tuple(p.stop_tokens),
-    )
-
-
-def heldout_split(sentences: list[str], share: float, source: str = "input") -> tuple[list[int], list[int]]:
-    """Indices of the held-out sentences and of the rest, each in input order.
-
-    The same texts are held out whatever the order of the input or the seed: the unique non-blank
-    sentences sorted by their SHA-1, the first round(share * n) of them. Every copy of a repeated
-    sentence falls on the same side.
-    """
-    if not 0 <= share < 1:
-        raise UserError(f"purity.holdout={share}: give the share of {source} to hold out, 0 <= share < 1")
-    texts = {" ".join(s.split()) for s in sentences if s.strip()}
-    ranked = sorted(texts, key=lambda t: hashlib.sha1(t.encode("utf-8")).hexdigest())
-    held = set(ranked[: round(share * len(ranked))])
-    heldout = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) in held]
-    rest = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) not in held]
-    return heldout, rest
-
-
-def cycle_slice(run_dir: Path, k: int, rest: list[int], per_cycle: int | None, cycles: int) -> list[int]:
-    """The input indices cycle k tests: the next ones, in input order, that no earlier cycle tested.
-
-    Recorded in cycleK/test/slice.json when first drawn, so a resumed run (even with another
-    `cycles`) keeps what each cycle tested. Empty when the input is used up.
-    """
-    path = run_dir / f"cycle{k}" / "test" / "slice.json"
-    if path.exists():
-        return [n - 1 for n in read_json(path)["lines"]]
-    used = set()
-    for j in range(1, k):
-        used.update(cycle_slice(run_dir, j, rest, per_cycle, cycles))
-    if per_cycle is not None and per_cycle < 1:
-        raise UserError(f"purity.per_cycle={per_cycle}: give a number of sentences >= 1, or null")
-    size = per_cycle or -(-len(rest) // max(cycles, 1))
-    chosen = [i for i in rest if i not in used][:size]
-    if chosen:
-        write_json_atomic(path, {"sentences": len(chosen), "lines": [i + 1 for i in chosen]})
-    return chosen
-
-
-def line_span(indices: list[int]) -> str:
-    return f"{indices[0] + 1}-{indices[-1] + 1}" if indices else "-"
+    """The `purity` group's settings for run_purity (the loop's own keys left out)."""
+    p = plain(cfg.purity)
+    return {k: tuple(p[k]) if isinstance(p[k], list) else p[k] for k in PURITY_KEYS}
 
 
 def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indices: list[int] | None = None) -> dict:
     """Purity on the input sentences at `indices` (all of them when None)."""
-    from repair.purity.run import run_purity
-
     if not (out / "summary.json").exists():
         sentences = read_text_lines(data.sentences)
         if indices is None:
             indices = list(range(len(sentences)))
-        start = time.perf_counter()
-        parser, translator = run.parser(), run.translator(checkpoint)
-        run_purity(
-            [sentences[i] for i in indices], parser, translator, out, init_seconds=time.perf_counter() - start,
-            source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(run.cfg)
-        )
-    return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
+        run.purity().run(out, checkpoint, [sentences[i] for i in indices], [i + 1 for i in indices],
+                         str(data.sentences))
+    return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
+
+
+def finetune_settings(cfg: DictConfig) -> "FinetuneSettings":
+    from repair.stages.finetune import FinetuneSettings
+
+    ft = plain(cfg.finetune)
+    return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
+                            keep=ft.get("keep") or 0, seed=cfg.seed, device=cfg.device, threads=cfg.model.get("threads"))
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
@@ -338,196 +298,14 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
     return corrections, {"method": state["method"], **state["stats"], "notes": notes}
 
 
-def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_dir: Path | None = None,
-                   issues: list[dict] = ()) -> list[tuple[str, str]]:
-    pairs = [(c["source"], c["correction"]) for c in corrections] * cfg.finetune.repeat
-    keep = cfg.finetune.get("keep") or 0
-    if keep and test_dir is not None:
-        from repair.purity.run import TRANSLATIONS
-        from repair.purity.translators import read_table
-
-        table_path = test_dir / TRANSLATIONS
-        if table_path.exists():
-            # Texts Purity found consistent keep the model's own translation, so that learning
-            # the corrections does not change how the rest of the phrases are translated.
-            flagged = {c["source"] for c in corrections} | {i[k] for i in issues for k in ("container", "rti")}
-            table = read_table(table_path, empty_ok=True)  # the model's own output may be empty
-            consistent = [(src, tr) for src, tr in table.items() if src not in flagged and tr]
-            pairs += random.Random(cfg.seed).sample(consistent, min(keep, len(consistent)))
-        else:
-            log.warning("finetune.keep: %s is missing (a test stage from an older version); nothing kept", table_path)
-    if cfg.finetune.replay:
-        from repair.data.prepare import read_clean_pairs
-
-        train = read_clean_pairs(data.dir, "train")
-        rng = random.Random(cfg.seed)
-        pairs += rng.sample(train, min(cfg.finetune.replay, len(train)))
-    random.Random(cfg.seed).shuffle(pairs)
-    return pairs
-
-
-def stage_finetune(run: Run, out: Path, checkpoint: "ModelFiles", corrections: list[dict], data: Data,
-                   test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
-    from repair.data.prepare import read_clean_pairs
-    from repair.nmt.finetune import finetune_model
-
-    result_path = out / "result.json"
-    if not result_path.exists():
-        ft = run.cfg.finetune
-        result = finetune_model(
-            checkpoint,
-            finetune_pairs(run.cfg, corrections, data, test_dir, issues),
-            read_clean_pairs(data.dir, "valid"),
-            out,
-            lr=ft.lr,
-            patience=ft.patience,
-            max_epoch=ft.max_epoch,
-            seed=run.cfg.seed,
-            device=run.cfg.device,
-            threads=run.cfg.model.get("threads"),
-        )
-        result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
-        write_json_atomic(result_path, result)
-    return read_json(result_path)
-
-
-def translate_cached(translator, texts: list[str], path: Path) -> list[str]:
-    if path.exists():
-        cached = read_text_lines(path)
-        if len(cached) == len(texts):
-            return cached
-    out = translator.translate(texts)
-    write_text_atomic(path, "".join(t.replace("\n", " ") + "\n" for t in out))
-    return out
-
-
-@dataclass
-class Heldout:
-    sentences: list[str]  # the held-out input sentences: never tested before verify, never reviewed or fine-tuned on
-    lines: list[int]  # their line numbers in the input
-    references: dict | None  # the data's reference translations (demo), to judge translations by
-
-
-def heldout_purity(run: Run, out: Path, model: "ModelFiles", data: Data, heldout: Heldout) -> Path:
-    from repair.purity.run import run_purity
-
-    if not (out / "summary.json").exists():
-        run_purity(heldout.sentences, run.parser(), run.translator(model), out,
-                   source=str(data.sentences), lines=heldout.lines, **purity_kwargs(run.cfg))
-    return out
-
-
-def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Path, Path], test_zh: list[str],
-                   test_en: list[str], references: dict | None, worst: int) -> dict:
-    """Held-out Purity before/after and the classes of changed translations, from the files two
-    models' runs wrote: Purity folders on the held-out sentences and BLEU test set translations."""
-    from repair.purity.run import TRANSLATIONS
-    from repair.purity.translators import read_table
-    from repair.verify import classify_changes, heldout_comparison
-
-    rows = []
-    out = {}
-    if heldout_dirs is not None:
-        before, after = heldout_dirs
-        pair_ids = [p["id"] for p in read_jsonl(before / "pairs.jsonl")]
-        out["heldout"] = {
-            "sentences": read_json(before / "summary.json")["sentences"],
-            **heldout_comparison(pair_ids, read_jsonl(before / "issues.jsonl"), read_jsonl(after / "issues.jsonl"),
-                                 references),
-        }
-        table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
-        refs = references or {}
-        rows += [{"set": "heldout", "source": src, "reference": refs.get(src), "before": tr,
-                  "after": table_after.get(src, "")} for src, tr in table_before.items()]
-    hyp_before, hyp_after = read_text_lines(bleu_files[0]), read_text_lines(bleu_files[1])
-    rows += [{"set": "test", "source": en, "reference": ref, "before": b, "after": a}
-             for en, ref, b, a in zip(test_en, test_zh, hyp_before, hyp_after, strict=True)]
-    out["changes"] = classify_changes(rows, worst=worst)
-    return out
-
-
-def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles", corrections: list[dict], test: dict, data: Data,
-                 indices: list[int] | None = None, heldout: Heldout | None = None,
-                 heldout_base_dir: Path | None = None) -> dict:
-    """Fixes, BLEU, Purity again on the tested sentences, Purity on the held-out ones, changed translations.
-
-    heldout_base_dir: the base model's Purity run on the held-out sentences when one exists (the
-    previous cycle's fine-tuned model is this cycle's base).
-    """
-    from repair.purity.run import run_purity
-    from repair.verify import bleu_significance, purity_regressions, verify_fixes
-
-    verify_path = out / "verify.json"
-    if verify_path.exists():
-        return read_json(verify_path)
-    cfg = run.cfg
-    threshold = min(cfg.purity.thresholds)
-    new_model = run.translator(finetuned)
-    fixes = verify_fixes(
-        corrections, new_model.translate([c["source"] for c in corrections]) if corrections else [], cfg.purity.unit,
-        threshold=threshold,
-    )
-    write_json_atomic(out / "fixes.json", fixes)
-    log.info("fixed %s of %s corrections (%s within d = %s)", fixes["fixed"], fixes["corrections"],
-             fixes["fixed_within_d"], threshold)
-
-    from repair.data.prepare import read_clean_pairs
-
-    test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
-    bleu_files = (out / "bleu" / "base.txt", out / "bleu" / "finetuned.txt")
-    hyp_base = translate_cached(run.translator(base), test_en, bleu_files[0])
-    hyp_new = translate_cached(new_model, test_en, bleu_files[1])
-    bleu = bleu_significance(
-        test_zh, hyp_base, hyp_new, n_samples=cfg.verify.bootstrap_samples, alpha=cfg.verify.alpha
-    )
-    log.info("BLEU %.2f -> %.2f (p = %.3f)", bleu["before"], bleu["after"], bleu["p_value"])
-
-    purity_dir = out / "purity"
-    if not (purity_dir / "summary.json").exists():
-        sentences = read_text_lines(data.sentences)
-        if indices is None:
-            indices = list(range(len(sentences)))
-        run_purity([sentences[i] for i in indices], run.parser(), new_model, purity_dir,
-                   source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(cfg))
-    after_issues = read_jsonl(purity_dir / "issues.jsonl")
-
-    heldout_dirs = None
-    if heldout is not None:
-        before_dir = heldout_base_dir or heldout_purity(run, out / "heldout_base", base, data, heldout)
-        heldout_dirs = (before_dir, heldout_purity(run, out / "heldout_finetuned", finetuned, data, heldout))
-    compared = compare_models(heldout_dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
-                              cfg.verify.worst)
-    if "heldout" in compared:
-        from repair.purity.run import TRANSLATIONS
-        from repair.purity.translators import read_table
-
-        h = compared["heldout"]
-        # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
-        tuned = {src for src, _ in finetune_pairs(cfg, corrections, data, out.parent / "test", test["issues"])}
-        texts = read_table(heldout_dirs[0] / TRANSLATIONS)
-        h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
-        h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
-        log.info("held-out: %s -> %s issues (McNemar p = %.3g)", h["issues_before"], h["issues_after"], h["p_value"])
-    c = compared["changes"]
-    log.info("changed translations: %s improved, %s unchanged, %s degraded (chrF)",
-             c["improved"], c["unchanged"], c["degraded"])
-    result = {
-        "fixes": {k: v for k, v in fixes.items() if k != "rows"},
-        "bleu": bleu,
-        "purity_after": read_json(purity_dir / "summary.json"),
-        "regressions": purity_regressions(test["issues"], after_issues),
-        **compared,
-        "heldout_dirs": [str(d) for d in heldout_dirs] if heldout_dirs else None,
-    }
-    write_json_atomic(verify_path, result)
-    return result
-
-
 # ---------------------------------------------------------------- the loop
 
 
-def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
+def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.loop") -> Path:
+    """command: the command line that reproduces the run, for the report."""
     from repair.report import write_report
+    from repair.stages.finetune import finetune_pairs, stage_finetune
+    from repair.stages.verify import VerifySettings, compare_models, stage_verify
 
     check_translator(cfg)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -560,6 +338,7 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
         log.info("held out %s of %s sentences of %s (purity.holdout=%s)", len(held), len(held) + len(rest),
                  data.sentences, cfg.purity.holdout)
 
+    verify_settings = {k: cfg.verify[k] for k in ("bootstrap_samples", "alpha", "worst")}
     cycles = []
     exhausted = None
     checkpoint = base
@@ -584,12 +363,16 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
             log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
             break
         with run.stage("finetune"):
-            ft = stage_finetune(run, cdir / "finetune", checkpoint, corrections, data, cdir / "test", test["issues"])
+            ft = stage_finetune(cdir / "finetune", checkpoint, corrections, data.dir, finetune_settings(cfg),
+                                cdir / "test", test["issues"])
         previous = cycles[-1]["verify"] if cycles else None
         with run.stage("verify"):
             verify = stage_verify(
-                run, cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test,
-                data, indices, heldout,
+                cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test,
+                data, run.purity(), VerifySettings(**verify_settings),
+                lambda: {src for src, _ in finetune_pairs(finetune_settings(cfg), corrections, data.dir, cdir / "test",
+                                                          test["issues"])},
+                indices, heldout,
                 Path(previous["heldout_dirs"][1]) if previous and previous.get("heldout_dirs") else None,
             )
         cycles.append({**entry, "review": review, "corrections": corrections, "finetune": ft, "verify": verify})
@@ -606,10 +389,16 @@ def run_loop(cfg: DictConfig, run_dir: Path) -> Path:
         bleu_files = (run_dir / f"cycle{verified[0]['cycle']}/verify/bleu/base.txt",
                       run_dir / f"cycle{verified[-1]['cycle']}/verify/bleu/finetuned.txt")
         overall = compare_models(dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
-                                 cfg.verify.worst)
+                                 verify_settings["worst"])
 
     with run.stage("report"):
-        path = write_report(run_dir, cfg, data, Path(base.checkpoint), cycles, run.seconds, overall=overall, exhausted=exhausted)
+        path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={
+            "model": {**plain(cfg.model), "base_checkpoint": str(base.checkpoint)},
+            "data": {**plain(cfg.data), "sentences": str(data.sentences)},
+            "parser": plain(cfg.parser),
+            "seed": cfg.seed,
+            "command": command,
+        }, overall=overall, exhausted=exhausted)
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path
@@ -619,6 +408,13 @@ def rerun_command() -> str:
     import sys
 
     return "python -m repair.loop " + " ".join(sys.argv[1:])
+
+
+def command_line() -> str:
+    """The command that reproduces this run: the loop with the overrides it was given."""
+    from hydra.core.hydra_config import HydraConfig
+
+    return " ".join(["python -m repair.loop", *HydraConfig.get().overrides.task])
 
 
 def default_run_dir(cfg: DictConfig) -> Path:
@@ -636,7 +432,7 @@ def default_run_dir(cfg: DictConfig) -> Path:
 @hydra.main(version_base=None, config_path="../conf", config_name="loop")
 @exit_on_user_error
 def main(cfg: DictConfig) -> str:
-    path = run_loop(cfg, default_run_dir(cfg))
+    path = run_loop(cfg, default_run_dir(cfg), command_line())
     print(f"report: {path}", flush=True)
     return str(path)  # a multirun's StudyCallback collects the jobs' reports
 

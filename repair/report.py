@@ -6,8 +6,6 @@ import platform
 from importlib import metadata
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
-
 from repair.fileio import write_json_atomic, write_text_atomic
 
 PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
@@ -186,12 +184,18 @@ def markdown(report: dict) -> str:
     lines += heldout_markdown(r)
     lines += changes_markdown(r)
     lines += cycles_markdown(r)
-    if r.get("regressions"):
-        lines += ["", "## Regressions", ""]
-        for i in r["regressions"][:50]:
-            lines.append(f"- `{i['rti']}` in “{i['container']}”: {i['rti_translation']} / {i['container_translation']}")
+    lines += regressions_markdown(r.get("regressions") or [])
     lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
     return "\n".join(lines)
+
+
+def regressions_markdown(issues: list[dict], most: int = 50) -> list[str]:
+    """New issues of the fine-tuned model, each side's text and translation (as the issue records hold them)."""
+    if not issues:
+        return []
+    return ["", "## Regressions", ""] + [
+        f"- {i['relation']}: " + " / ".join(f"{s['role']} `{s['source']}` → {s['translation']}" for s in i["sides"])
+        for i in issues[:most]]
 
 
 def heldout_markdown(r: dict) -> list[str]:
@@ -271,11 +275,12 @@ def fmt(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
-def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cycles: list[dict], seconds: dict,
+def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds: list, setup: dict,
                  overall: dict | None = None, exhausted: dict | None = None) -> Path:
-    """overall: held-out figures and changes of the first base model against the last fine-tuned one
+    """setup: what reproduces the run ({"model", "data", "parser", "seed", "command"}), written as it is;
+    overall: held-out figures and changes of the first base model against the last fine-tuned one
     (several cycles); exhausted: where the input ran out, when it did."""
-    threshold = min(cfg.purity.thresholds)
+    threshold = min(thresholds)
     summaries = [cycle_summary(c, threshold) for c in cycles]
     last = summaries[-1]
     report = {
@@ -285,14 +290,14 @@ def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cy
         "review": {**last["review"]},
         "review_notes": last["review_notes"],
         "threshold": threshold,
-        "thresholds": list(cfg.purity.thresholds),
+        "thresholds": list(thresholds),
         "seconds": seconds,
-        "model": {**OmegaConf.to_container(cfg.model, resolve=True), "base_checkpoint": str(base_checkpoint)},
-        "data": {**OmegaConf.to_container(cfg.data, resolve=True), "sentences": str(data.sentences)},
-        "parser": OmegaConf.to_container(cfg.parser, resolve=True),
-        "seed": cfg.seed,
+        "model": setup["model"],
+        "data": setup["data"],
+        "parser": setup["parser"],
+        "seed": setup["seed"],
         "versions": versions(),
-        "command": "python -m repair.loop " + " ".join(overrides(cfg)),
+        "command": setup["command"],
         "cycles": summaries,
         "input_exhausted": exhausted,
     }
@@ -301,17 +306,8 @@ def write_report(run_dir: Path, cfg: DictConfig, data, base_checkpoint: Path, cy
         report.update({k: verified[-1].get(k) for k in ("heldout", "changes", "fixed_within_d")})
     if overall:
         report.update(overall)
-    report["plots"] = plot(run_dir, summaries, list(cfg.purity.thresholds))
+    report["plots"] = plot(run_dir, summaries, list(thresholds))
     write_json_atomic(run_dir / "report.json", report)
     path = run_dir / "report.md"
     write_text_atomic(path, markdown(report))
     return run_dir / "report.json"
-
-
-def overrides(cfg: DictConfig) -> list[str]:
-    try:
-        from hydra.core.hydra_config import HydraConfig
-
-        return list(HydraConfig.get().overrides.task)
-    except Exception:  # composed outside a Hydra app (tests): no command line to show
-        return []

@@ -6,14 +6,17 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from repair.loop import finetune_pairs
+from repair.issues import make_issue
+from repair.loop import finetune_settings
+from repair.stages.finetune import finetune_pairs
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 
 def config(*overrides: str):
+    """The fine-tune settings the loop takes from its config with these overrides."""
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
-        return compose("loop", overrides=["finetune.replay=0", *overrides])
+        return finetune_settings(compose("loop", overrides=["finetune.replay=0", *overrides]))
 
 
 def test_consistent_texts_are_kept_with_their_own_translation(tmp_path):
@@ -27,7 +30,9 @@ def test_consistent_texts_are_kept_with_their_own_translation(tmp_path):
         encoding="utf-8",
     )
     corrections = [{"source": "the red cat", "correction": "红色的猫"}]
-    issues = [{"container": "the red cat sat .", "rti": "the red cat"}]
+    # an issue record as the Purity stage writes it: its texts in `sides` only
+    issues = [make_issue("rti", "the red cat sat .", [("container", "the red cat sat .", "红色的猫坐着。"),
+                                                       ("rti", "the red cat", "红猫")], 1, ["色"])]
 
     plain = finetune_pairs(config("finetune.repeat=3", "finetune.keep=0"), corrections, None, tmp_path, issues)
     assert sorted(plain) == [("the red cat", "红色的猫")] * 3

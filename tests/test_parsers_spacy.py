@@ -54,7 +54,7 @@ def np_parents(tree: str) -> dict[str, set[str]]:
 @pytest.fixture(scope="module")
 def parser():
     """Built from conf/parser/spacy.yaml, as `parser=spacy` builds it."""
-    parser = make_parser(OmegaConf.load(CONF_PARSER / "spacy.yaml"))
+    parser = make_parser(OmegaConf.to_container(OmegaConf.load(CONF_PARSER / "spacy.yaml")))
     assert isinstance(parser, SpacyParser)
     return parser
 

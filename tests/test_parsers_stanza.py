@@ -75,7 +75,7 @@ def test_downloaded_layout_parses_through_stanzas_own_pipeline(tiny_model_dir):
     """model_dir laid out like stanza.download's: stanza tokenizes, tags and parses."""
     cfg = OmegaConf.load(CONF_PARSER / "stanza.yaml")  # what `parser=stanza` composes
     cfg.model_dir, cfg.use_gpu = str(tiny_model_dir), False
-    parser = make_parser(cfg)
+    parser = make_parser(OmegaConf.to_container(cfg))
     assert isinstance(parser, StanzaParser) and not parser.pretagged
     trees = parser.parse(LINES)
     assert_one_well_formed_tree_per_line(trees, LINES)

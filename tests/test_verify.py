@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repair.errors import UserError
-from repair.loop import cycle_slice, heldout_split
+from repair.heldout import cycle_slice, heldout_split
 from repair.verify import classify_changes, erroneous_translations, heldout_comparison, mcnemar_exact, verify_fixes
 from tests.helpers import make_issue
 
@@ -95,3 +95,14 @@ def test_each_cycle_tests_a_fresh_slice_until_the_input_runs_out(tmp_path):
     assert cycle_slice(tmp_path / "b", 1, rest, 3, 1) == [0, 2, 3]
     with pytest.raises(UserError, match="per_cycle=0"):
         cycle_slice(tmp_path / "c", 1, rest, 0, 1)
+
+
+def test_report_lists_regressions_by_their_sides():
+    from repair.issues import make_issue
+    from repair.report import regressions_markdown
+
+    issue = make_issue("rti", "the red cat sat .", [("container", "the red cat sat .", "红色的猫坐着。"),
+                                                   ("rti", "the red cat", "红猫")], 1, ["色"])
+    assert regressions_markdown([]) == []
+    assert regressions_markdown([issue])[-1] == \
+        "- rti: container `the red cat sat .` → 红色的猫坐着。 / rti `the red cat` → 红猫"

@@ -27,17 +27,6 @@ logger = logging.getLogger(__name__)
 OWN_KEYS = {"name", "checkpoint", "fp16", "threads", "description"}
 
 
-def _plain(cfg: Any) -> dict:
-    try:
-        from omegaconf import OmegaConf
-
-        if OmegaConf.is_config(cfg):
-            return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-    except ImportError:  # pragma: no cover
-        pass
-    return dict(cfg)
-
-
 def check_binarized(bin_dir: Path, splits=("train", "valid")) -> None:
     missing = [bin_dir / f"dict.{l}.txt" for l in LANGS if not (bin_dir / f"dict.{l}.txt").is_file()]
     missing += [bin_dir / f"{s}.{SRC}-{TGT}.{l}.bin" for s in splits for l in LANGS
@@ -182,7 +171,7 @@ def train_model(
     Rerunning with the same save_dir resumes from its checkpoint_last.pt (mid-epoch when the
     config sets save_interval_updates); a finished training returns at once.
     """
-    cfg_dict = _plain(model_cfg)
+    cfg_dict = dict(model_cfg)
     bin_dir = Path(data_dir) / "bin"
     check_binarized(bin_dir)
     save_dir = Path(save_dir)
@@ -252,7 +241,7 @@ def main(argv: list[str] | None = None) -> None:
         except Exception as e:
             raise UserError(f"{path} or overrides {argv[3:]}: {e}") from None
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-        print(train_model(argv[0], argv[1], cfg))
+        print(train_model(argv[0], argv[1], OmegaConf.to_container(cfg, resolve=True)))
 
     run()
 

@@ -7,7 +7,7 @@ import sys
 import time
 
 import hydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
 from repair.fileio import check_folder_overrides, read_text_lines
@@ -41,8 +41,8 @@ def summary_table(summary: dict) -> str:
 @exit_on_user_error
 def purity(cfg: DictConfig, out_dir: str) -> dict:
     started = time.perf_counter()
-    parser = make_parser(cfg.parser)
-    translator = make_translator(cfg.translator)
+    parser = make_parser(OmegaConf.to_container(cfg.parser, resolve=True))
+    translator = make_translator(OmegaConf.to_container(cfg.translator, resolve=True))
     init_seconds = time.perf_counter() - started
     lines = None
     if cfg.input is not None:

@@ -99,20 +99,14 @@ def constructor_kwargs(kind: str, cls: type, options: Mapping[str, Any]) -> dict
     return dict(options)
 
 
-def split_config(cfg: Any) -> tuple[str, dict[str, Any]]:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(cfg, DictConfig):
-            cfg = OmegaConf.to_container(cfg, resolve=True)
-    except ImportError:
-        pass
+def split_config(cfg: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A config group's plain values: its `name` and the other keys."""
     options = dict(cfg)
     name = options.pop("name", None)
     return name, options
 
 
-def make_translator(cfg: Any, **overrides: Any) -> Translator:
+def make_translator(cfg: Mapping[str, Any], **overrides: Any) -> Translator:
     """A translator from its config group (`name`: table | fairseq | ctranslate2; other keys go to its class),
     with `overrides` (a checkpoint, resolved model files) taking the place of the config's keys.
     The one place a translator is built: Purity's CLI, the loop's stages and the benchmark call it."""

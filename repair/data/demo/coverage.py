@@ -10,6 +10,7 @@ from pathlib import Path
 from repair.data.demo.build import DEFAULT_SIZES, build_demo
 from repair.data.demo.references import load_references
 from repair.errors import exit_on_user_error
+from repair.fileio import read_text_lines
 
 def span_coverage(sentences: list[str], references: dict[str, str], parser=None) -> dict:
     """How many of the texts Purity would translate (RTIs and their NP containers, as the spaCy
@@ -49,6 +50,6 @@ def main(argv: list[str] | None = None) -> None:
     print(json.dumps(result, ensure_ascii=False))
     if args.coverage:
         data_dir = Path(args.data_dir)
-        sentences = [s for s in (data_dir / "purity.en").read_text(encoding="utf-8").splitlines() if s]
+        sentences = [s for s in read_text_lines(data_dir / "purity.en") if s]
         cov = span_coverage(sentences, load_references(data_dir / "references.jsonl"))
         print(json.dumps({**cov, "missing": cov["missing"][:args.show_missing]}, ensure_ascii=False, indent=1))

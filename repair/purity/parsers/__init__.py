@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import Any, Mapping
 
 from repair.errors import UserError
 from repair.purity.parsers.base import Parser
@@ -15,7 +15,7 @@ BACKENDS = {
 }
 
 
-def make_parser(cfg: Any) -> Parser:
+def make_parser(cfg: Mapping[str, Any]) -> Parser:
     """A parser from its config: `name` picks the backend, the other keys are its constructor's
     keyword arguments. The backend's module is imported only when chosen."""
     from repair.purity.translators import constructor_kwargs, split_config

@@ -209,9 +209,20 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
     return model
 
 
-def purity_kwargs(cfg: DictConfig) -> dict:
-    """The `purity` group's settings for run_purity (the loop's own keys and `relations` left out)."""
+def purity_kwargs(cfg: DictConfig, data_dir: Path | None = None) -> dict:
+    """The `purity` group's settings for run_purity (the loop's own keys left out). The replacement relation
+    reads the data's lexicon (the demo writes one) and its cleaned training English unless given others."""
     p = cfg.purity
+    relations = list(p.get("relations") or ["rti"])
+    options = {}
+    if "replace" in relations:
+        replace = OmegaConf.to_container(p.replace, resolve=True) if p.get("replace") else {}
+        if data_dir is not None:
+            if not replace.get("lexicon") and (data_dir / "lexicon.jsonl").is_file():
+                replace["lexicon"] = str(data_dir / "lexicon.jsonl")
+            if not replace.get("corpus") and (data_dir / "clean" / "train.en").is_file():
+                replace["corpus"] = str(data_dir / "clean" / "train.en")
+        options["replace"] = replace
     return dict(
         thresholds=tuple(p.thresholds),
         unit=p.unit,
@@ -221,6 +232,8 @@ def purity_kwargs(cfg: DictConfig) -> dict:
         max_sentence_words=p.max_sentence_words,
         stopwords=p.stopwords,
         stop_tokens=tuple(p.stop_tokens),
+        relations=relations,
+        relation_options=options,
     )
 
 
@@ -278,13 +291,14 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indice
         parser, translator = run.parser(), run.translator(checkpoint)
         run_purity(
             [sentences[i] for i in indices], parser, translator, out, init_seconds=time.perf_counter() - start,
-            source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(run.cfg)
+            source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(run.cfg, data.dir)
         )
     return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
     from repair.review.store import CorrectionStore, load_corrections, review_stats
+    from repair.verify import by_relation
 
     cfg = run.cfg
     done = out / "done.json"
@@ -321,8 +335,14 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
                 )
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
-        with CorrectionStore(out, issues):  # corrections.jsonl rebuilt from the judgment log if they disagree
+        with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
             stats = {**review_stats(out, issues), **extra}
+            references = None
+            if data.references is not None:
+                from repair.data.demo import load_references
+
+                references = load_references(data.references)
+            stats["by_relation"] = by_relation(issues, store.latest, references)
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:
@@ -350,7 +370,7 @@ def finetune_pairs(cfg: DictConfig, corrections: list[dict], data: Data, test_di
         if table_path.exists():
             # Texts Purity found consistent keep the model's own translation, so that learning
             # the corrections does not change how the rest of the phrases are translated.
-            flagged = {c["source"] for c in corrections} | {i[k] for i in issues for k in ("container", "rti")}
+            flagged = {c["source"] for c in corrections} | {s["source"] for i in issues for s in i["sides"]}
             table = read_table(table_path, empty_ok=True)  # the model's own output may be empty
             consistent = [(src, tr) for src, tr in table.items() if src not in flagged and tr]
             pairs += random.Random(cfg.seed).sample(consistent, min(keep, len(consistent)))
@@ -413,7 +433,7 @@ def heldout_purity(run: Run, out: Path, model: "ModelFiles", data: Data, heldout
 
     if not (out / "summary.json").exists():
         run_purity(heldout.sentences, run.parser(), run.translator(model), out,
-                   source=str(data.sentences), lines=heldout.lines, **purity_kwargs(run.cfg))
+                   source=str(data.sentences), lines=heldout.lines, **purity_kwargs(run.cfg, data.dir))
     return out
 
 
@@ -488,7 +508,7 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
         if indices is None:
             indices = list(range(len(sentences)))
         run_purity([sentences[i] for i in indices], run.parser(), new_model, purity_dir,
-                   source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(cfg))
+                   source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(cfg, data.dir))
     after_issues = read_jsonl(purity_dir / "issues.jsonl")
 
     heldout_dirs = None

@@ -9,6 +9,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from repair.fileio import write_json_atomic, write_text_atomic
+from repair.issues import upgrade
 
 PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
 
@@ -28,6 +29,18 @@ def issues_at(summary: dict, threshold) -> int:
     return int(summary["issues"].get(str(threshold), 0))
 
 
+def relation_figures(summary: dict, review: dict, threshold) -> dict:
+    """Per test relation: cases, issues at d, and the review's erroneous translations and precision."""
+    judged = review.get("by_relation") or {}
+    out = {}
+    for name, f in (summary.get("by_relation") or {}).items():
+        j = judged.get(name) or {}
+        out[name] = {"cases": f["cases"], "issues": issues_at(f, threshold), "issues_per_threshold": f["issues"],
+                     "erroneous_translations": j.get("erroneous_translations"), "judged": j.get("judged", 0),
+                     "precision": j.get("precision")}
+    return out
+
+
 def cycle_summary(c: dict, threshold) -> dict:
     test, review, verify, ft = c["test"], c["review"], c["verify"], c["finetune"]
     out = {
@@ -37,9 +50,10 @@ def cycle_summary(c: dict, threshold) -> dict:
                 "issues": issues_at(test["summary"], threshold),
                 "erroneous_translations": len(c["corrections"]),
                 "issues_per_threshold": test["summary"]["issues"],
+                "by_relation": relation_figures(test["summary"], review, threshold),
             },
         },
-        "review": {k: v for k, v in review.items() if k != "notes"},
+        "review": {k: v for k, v in review.items() if k not in ("notes", "by_relation")},
         "review_notes": review.get("notes") or {},
         "corrections": len(c["corrections"]),
     }
@@ -53,6 +67,8 @@ def cycle_summary(c: dict, threshold) -> dict:
         "issues": issues_at(after, threshold),
         "issues_per_threshold": after["issues"],
         "regressions": len(verify["regressions"]),
+        "by_relation": {name: {"issues": issues_at(f, threshold), "issues_per_threshold": f["issues"]}
+                        for name, f in (after.get("by_relation") or {}).items()},
     }
     out.update(
         fixed=verify["fixes"]["fixed"],
@@ -157,6 +173,7 @@ def markdown(report: dict) -> str:
         b = r["bleu"]
         lines.append(f"| BLEU ({b['sentences']} sentences) | {b['before']:.2f} | {b['after']:.2f} |")
     lines += [""]
+    lines += relations_markdown(r)
     lines.append(
         f"- Erroneous translations corrected: **{r['corrections']}** "
         f"(review precision: {fmt(r['review'].get('precision'))})"
@@ -189,9 +206,23 @@ def markdown(report: dict) -> str:
     if r.get("regressions"):
         lines += ["", "## Regressions", ""]
         for i in r["regressions"][:50]:
-            lines.append(f"- `{i['rti']}` in “{i['container']}”: {i['rti_translation']} / {i['container_translation']}")
+            sides = " / ".join(f"{s['role']} “{s['source']}” → {s['translation']}" for s in upgrade(i)["sides"])
+            lines.append(f"- `{i['id']}` {upgrade(i)['relation']}: {sides}")
     lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
     return "\n".join(lines)
+
+
+def relations_markdown(r: dict) -> list[str]:
+    before = r["purity"]["before"].get("by_relation") or {}
+    if len(before) < 2:
+        return []
+    after = r["purity"].get("after", {}).get("by_relation") or {}
+    lines = ["| relation | cases | issues before | issues after | erroneous translations | precision |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, f in before.items():
+        lines.append(f"| {name} | {f['cases']} | {f['issues']} | {dash(after.get(name, {}).get('issues'))} | "
+                     f"{dash(f['erroneous_translations'])} | {fmt(f['precision'])} |")
+    return lines + [""]
 
 
 def heldout_markdown(r: dict) -> list[str]:

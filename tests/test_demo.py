@@ -78,7 +78,7 @@ def test_modifiers_move_before_the_noun_in_chinese():
 def test_measure_words_agree_in_generated_references(small_build):
     data_dir, _ = small_build
     refs = load_references(data_dir / "references.jsonl")
-    from repair.data import demo_lexicon as lex
+    from repair.data.demo import lexicon as lex
 
     nouns = {n[1]: n for rows in lex.NOUNS.values() for n in rows}   # plural -> entry
     numbers = dict(lex.NUMBERS)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Iterator
 
-from repair.data import demo_lexicon as lex
-from repair.data.demo import NP, Coord, Noun, ObjectRC, Phrase, PP, Sentence, SubjectRC, en_tokens, zh_text
+from repair.data.demo import lexicon as lex
+from repair.data.demo.grammar import NP, PP, Coord, Noun, ObjectRC, Phrase, Sentence, SubjectRC, en_tokens, zh_text
 
 _ADJ_FORMS = {en: (group, forms) for en, group, forms in lex.ADJECTIVES}
 

@@ -1,6 +1,6 @@
 """The words of the bundled demo domain: English forms, Chinese forms, measure words, and what goes with what.
 
-Every table here is read by `repair.data.demo`, which combines the entries with a synchronous grammar.
+Every table here is read by `repair.data.demo.grammar`, which combines the entries with a synchronous grammar.
 Kinds group nouns by what can be said of them (people read books; things lie on tables; a bridge is
 crossed, not entered). An English word always has one Chinese form for a given kind of noun, so the
 English text of a phrase determines its translation.

@@ -1,0 +1,54 @@
+"""How much of what Purity translates has a reference, and the command `python -m repair.data.demo`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from repair.data.demo.build import DEFAULT_SIZES, build_demo
+from repair.data.demo.references import load_references
+from repair.errors import exit_on_user_error
+
+def span_coverage(sentences: list[str], references: dict[str, str], parser=None) -> dict:
+    """How many of the texts Purity would translate (RTIs and their NP containers, as the spaCy
+    parser and RTI extraction cut them) have a reference."""
+    from repair.purity.parsers.spacy import SpacyParser
+    from repair.purity.rti import extract
+
+    parser = parser or SpacyParser()
+    texts: dict[str, None] = {}
+    sentence_covered = 0
+    for sentence, tree in zip(sentences, parser.parse(sentences)):
+        sentence_covered += sentence in references
+        found = extract(tree, sentence)
+        for text in found.rtis + found.containers:
+            if text != found.sentence:
+                texts.setdefault(text)
+    missing = [t for t in texts if t not in references]
+    return {
+        "sentences": len(sentences), "sentences_with_reference": sentence_covered,
+        "texts": len(texts), "texts_with_reference": len(texts) - len(missing),
+        "coverage": round(1 - len(missing) / len(texts), 4) if texts else 1.0, "missing": missing,
+    }
+
+
+@exit_on_user_error
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m repair.data.demo", description="Build the bundled demo corpus; --coverage: reference coverage of spaCy's RTIs")
+    ap.add_argument("data_dir")
+    ap.add_argument("--seed", type=int, default=1)
+    for key, value in DEFAULT_SIZES.items():
+        ap.add_argument("--" + key.replace("_", "-"), type=int, default=value)
+    ap.add_argument("--coverage", action="store_true", help="parse purity.en with spaCy and report reference coverage")
+    ap.add_argument("--show-missing", type=int, default=20, help="how many texts without a reference to list")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    result = build_demo(args.data_dir, seed=args.seed, **{k: getattr(args, k) for k in DEFAULT_SIZES})
+    print(json.dumps(result, ensure_ascii=False))
+    if args.coverage:
+        data_dir = Path(args.data_dir)
+        sentences = [s for s in (data_dir / "purity.en").read_text(encoding="utf-8").splitlines() if s]
+        cov = span_coverage(sentences, load_references(data_dir / "references.jsonl"))
+        print(json.dumps({**cov, "missing": cov["missing"][:args.show_missing]}, ensure_ascii=False, indent=1))

@@ -98,7 +98,7 @@ def check(review_dir: Path, issues: dict[str, dict], acked: dict[str, dict], in_
         same = lambda j, b: j is not None and j["wrong"] == b["wrong"] and j["corrections"] == b["corrections"]
         if not same(got, sent) and not (issue_id in in_flight and same(got, in_flight[issue_id])):
             problems.append(f"acknowledged judgment of {issue_id} lost: log has {got}, acknowledged {sent}")
-    expected = {(issues[i][s], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
+    expected = {(side(issues[i], s)["source"], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
     path = review_dir / CORRECTIONS
     found = {(c["source"], c["correction"]) for c in read_jsonl(path)} if path.exists() else set()
     if expected != found:
@@ -114,7 +114,7 @@ def files_disagree(review_dir: Path, issues: dict[str, dict]) -> bool:
     if not (review_dir / JUDGMENTS).exists():
         return False
     latest = read_judgments(review_dir)
-    expected = {(issues[i][s], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
+    expected = {(side(issues[i], s)["source"], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
     path = review_dir / CORRECTIONS
     found = {(c["source"], c["correction"]) for _, c in iter_jsonl(path)} if path.exists() else set()
     return expected != found

@@ -338,7 +338,7 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
         with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
             stats = {**review_stats(out, issues), **extra}
             references = None
-            if data.references is not None:
+            if data is not None and data.references is not None:
                 from repair.data.demo import load_references
 
                 references = load_references(data.references)

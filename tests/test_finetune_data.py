@@ -27,7 +27,8 @@ def test_consistent_texts_are_kept_with_their_own_translation(tmp_path):
         encoding="utf-8",
     )
     corrections = [{"source": "the red cat", "correction": "红色的猫"}]
-    issues = [{"container": "the red cat sat .", "rti": "the red cat"}]
+    issues = [{"sides": [{"role": "container", "source": "the red cat sat .", "translation": "红色的猫坐着。"},
+                         {"role": "rti", "source": "the red cat", "translation": "红猫"}]}]
 
     plain = finetune_pairs(config("finetune.repeat=3", "finetune.keep=0"), corrections, None, tmp_path, issues)
     assert sorted(plain) == [("the red cat", "红色的猫")] * 3

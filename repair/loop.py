@@ -21,6 +21,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
+from repair.issues import read_issues
 from repair.fileio import (check_folder_overrides, read_json, read_jsonl, read_text_lines, write_json_atomic,
                            write_text_atomic)
 
@@ -293,7 +294,7 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indice
             [sentences[i] for i in indices], parser, translator, out, init_seconds=time.perf_counter() - start,
             source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(run.cfg, data.dir)
         )
-    return {"summary": read_json(out / "summary.json"), "issues": read_jsonl(out / "issues.jsonl")}
+    return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
@@ -452,7 +453,7 @@ def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Pat
         pair_ids = [p["id"] for p in read_jsonl(before / "pairs.jsonl")]
         out["heldout"] = {
             "sentences": read_json(before / "summary.json")["sentences"],
-            **heldout_comparison(pair_ids, read_jsonl(before / "issues.jsonl"), read_jsonl(after / "issues.jsonl"),
+            **heldout_comparison(pair_ids, read_issues(before / "issues.jsonl"), read_issues(after / "issues.jsonl"),
                                  references),
         }
         table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
@@ -509,7 +510,7 @@ def stage_verify(run: Run, out: Path, base: "ModelFiles", finetuned: "ModelFiles
             indices = list(range(len(sentences)))
         run_purity([sentences[i] for i in indices], run.parser(), new_model, purity_dir,
                    source=str(data.sentences), lines=[i + 1 for i in indices], **purity_kwargs(cfg, data.dir))
-    after_issues = read_jsonl(purity_dir / "issues.jsonl")
+    after_issues = read_issues(purity_dir / "issues.jsonl")
 
     heldout_dirs = None
     if heldout is not None:

@@ -103,8 +103,9 @@ class Run:
             self._parser = make_parser(plain(self.cfg.parser))
         return self._parser
 
-    def purity(self) -> Purity:
-        return Purity(self.parser, self.translator, purity_kwargs(self.cfg))
+    def purity(self, data_dir: Path | None = None) -> Purity:
+        """Purity runs with this run's parser, translators and settings (the replacement relation: data_dir's files)."""
+        return Purity(self.parser, self.translator, purity_kwargs(self.cfg, data_dir))
 
 
 def model_overrides(cfg: DictConfig, model: "ModelFiles") -> dict:
@@ -213,15 +214,29 @@ def stage_train(run: Run, data: Data) -> "ModelFiles":
     return model
 
 
-# the `purity` group's keys run_purity takes (`relations` and `replace` are not the loop's yet)
+# the `purity` group's keys run_purity takes as they are
 PURITY_KEYS = ("thresholds", "unit", "skip_latin", "max_words", "min_content_words", "max_sentence_words", "stopwords",
                "stop_tokens")
 
 
-def purity_kwargs(cfg: DictConfig) -> dict:
-    """The `purity` group's settings for run_purity (the loop's own keys left out)."""
+def purity_kwargs(cfg: DictConfig, data_dir: Path | None = None) -> dict:
+    """The `purity` group's settings for run_purity (the loop's own keys left out). The replacement relation
+    reads the data's lexicon (the demo writes one) and its cleaned training English unless given others."""
     p = plain(cfg.purity)
-    return {k: tuple(p[k]) if isinstance(p[k], list) else p[k] for k in PURITY_KEYS}
+    relations = list(p.get("relations") or ["rti"])
+    options = {}
+    if "replace" in relations:
+        replace = p.get("replace") or {}
+        if data_dir is not None:
+            if not replace.get("lexicon") and (data_dir / "lexicon.jsonl").is_file():
+                replace["lexicon"] = str(data_dir / "lexicon.jsonl")
+            if not replace.get("corpus") and (data_dir / "clean" / "train.en").is_file():
+                replace["corpus"] = str(data_dir / "clean" / "train.en")
+        options["replace"] = replace
+    return {**{k: tuple(p[k]) if isinstance(p[k], list) else p[k] for k in PURITY_KEYS},
+            "relations": relations, "relation_options": options}
+
+
 
 
 def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indices: list[int] | None = None) -> dict:
@@ -230,8 +245,8 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indice
         sentences = read_text_lines(data.sentences)
         if indices is None:
             indices = list(range(len(sentences)))
-        run.purity().run(out, checkpoint, [sentences[i] for i in indices], [i + 1 for i in indices],
-                         str(data.sentences))
+        run.purity(data.dir).run(out, checkpoint, [sentences[i] for i in indices], [i + 1 for i in indices],
+                                 str(data.sentences))
     return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
 
 
@@ -245,6 +260,7 @@ def finetune_settings(cfg: DictConfig) -> "FinetuneSettings":
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
     from repair.review.store import CorrectionStore, load_corrections, review_stats
+    from repair.verify import by_relation
 
     cfg = run.cfg
     done = out / "done.json"
@@ -281,8 +297,14 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
                 )
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
-        with CorrectionStore(out, issues):  # corrections.jsonl rebuilt from the judgment log if they disagree
+        with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
             stats = {**review_stats(out, issues), **extra}
+            references = None
+            if data is not None and data.references is not None:
+                from repair.data.demo import load_references
+
+                references = load_references(data.references)
+            stats["by_relation"] = by_relation(issues, store.latest, references)
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:
@@ -369,7 +391,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
         with run.stage("verify"):
             verify = stage_verify(
                 cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test,
-                data, run.purity(), VerifySettings(**verify_settings),
+                data, run.purity(data.dir), VerifySettings(**verify_settings),
                 lambda: {src for src, _ in finetune_pairs(finetune_settings(cfg), corrections, data.dir, cdir / "test",
                                                           test["issues"])},
                 indices, heldout,

@@ -7,6 +7,7 @@ from importlib import metadata
 from pathlib import Path
 
 from repair.fileio import write_json_atomic, write_text_atomic
+from repair.issues import upgrade
 
 PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
 
@@ -26,6 +27,18 @@ def issues_at(summary: dict, threshold) -> int:
     return int(summary["issues"].get(str(threshold), 0))
 
 
+def relation_figures(summary: dict, review: dict, threshold) -> dict:
+    """Per test relation: cases, issues at d, and the review's erroneous translations and precision."""
+    judged = review.get("by_relation") or {}
+    out = {}
+    for name, f in (summary.get("by_relation") or {}).items():
+        j = judged.get(name) or {}
+        out[name] = {"cases": f["cases"], "issues": issues_at(f, threshold), "issues_per_threshold": f["issues"],
+                     "erroneous_translations": j.get("erroneous_translations"), "judged": j.get("judged", 0),
+                     "precision": j.get("precision")}
+    return out
+
+
 def cycle_summary(c: dict, threshold) -> dict:
     test, review, verify, ft = c["test"], c["review"], c["verify"], c["finetune"]
     out = {
@@ -35,9 +48,10 @@ def cycle_summary(c: dict, threshold) -> dict:
                 "issues": issues_at(test["summary"], threshold),
                 "erroneous_translations": len(c["corrections"]),
                 "issues_per_threshold": test["summary"]["issues"],
+                "by_relation": relation_figures(test["summary"], review, threshold),
             },
         },
-        "review": {k: v for k, v in review.items() if k != "notes"},
+        "review": {k: v for k, v in review.items() if k not in ("notes", "by_relation")},
         "review_notes": review.get("notes") or {},
         "corrections": len(c["corrections"]),
     }
@@ -51,6 +65,8 @@ def cycle_summary(c: dict, threshold) -> dict:
         "issues": issues_at(after, threshold),
         "issues_per_threshold": after["issues"],
         "regressions": len(verify["regressions"]),
+        "by_relation": {name: {"issues": issues_at(f, threshold), "issues_per_threshold": f["issues"]}
+                        for name, f in (after.get("by_relation") or {}).items()},
     }
     out.update(
         fixed=verify["fixes"]["fixed"],
@@ -155,6 +171,7 @@ def markdown(report: dict) -> str:
         b = r["bleu"]
         lines.append(f"| BLEU ({b['sentences']} sentences) | {b['before']:.2f} | {b['after']:.2f} |")
     lines += [""]
+    lines += relations_markdown(r)
     lines.append(
         f"- Erroneous translations corrected: **{r['corrections']}** "
         f"(review precision: {fmt(r['review'].get('precision'))})"
@@ -190,12 +207,27 @@ def markdown(report: dict) -> str:
 
 
 def regressions_markdown(issues: list[dict], most: int = 50) -> list[str]:
-    """New issues of the fine-tuned model, each side's text and translation (as the issue records hold them)."""
+    """New issues of the fine-tuned model, each side's text and translation."""
     if not issues:
         return []
-    return ["", "## Regressions", ""] + [
-        f"- {i['relation']}: " + " / ".join(f"{s['role']} `{s['source']}` → {s['translation']}" for s in i["sides"])
-        for i in issues[:most]]
+    lines = ["", "## Regressions", ""]
+    for i in map(upgrade, issues[:most]):
+        sides = " / ".join(f"{s['role']} “{s['source']}” → {s['translation']}" for s in i["sides"])
+        lines.append(f"- `{i['id']}` {i['relation']}: {sides}")
+    return lines
+
+
+def relations_markdown(r: dict) -> list[str]:
+    before = r["purity"]["before"].get("by_relation") or {}
+    if len(before) < 2:
+        return []
+    after = r["purity"].get("after", {}).get("by_relation") or {}
+    lines = ["| relation | cases | issues before | issues after | erroneous translations | precision |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for name, f in before.items():
+        lines.append(f"| {name} | {f['cases']} | {f['issues']} | {dash(after.get(name, {}).get('issues'))} | "
+                     f"{dash(f['erroneous_translations'])} | {fmt(f['precision'])} |")
+    return lines + [""]
 
 
 def heldout_markdown(r: dict) -> list[str]:

@@ -3,7 +3,7 @@
 import random
 
 from repair.data.demo import DemoGrammar
-from repair.data.demo_mutants import lexicon_groups, mutant_references
+from repair.data.demo.mutants import lexicon_groups, mutant_references
 
 
 def test_mutants_change_one_word_and_their_references_one_noun_or_adjective():

@@ -42,6 +42,7 @@ def small(shared: Path) -> list[str]:
         "finetune.replay=300",
         "verify.bootstrap_samples=200",
         "translator.beam=2",
+        "purity.relations=[rti,replace]",
     ]
 
 
@@ -68,6 +69,18 @@ def test_demo_loop_end_to_end(finished_run):
     report = json.loads((finished_run / "report.json").read_text())
     before, after = report["purity"]["before"], report["purity"]["after"]
     assert before["issues"] > 0
+    # both relations tested, reviewed by the oracle and counted apart
+    rel = before["by_relation"]
+    assert set(rel) == {"rti", "replace"} and set(after["by_relation"]) == {"rti", "replace"}
+    assert sum(f["issues"] for f in rel.values()) == before["issues"]
+    for f in rel.values():
+        assert f["cases"] > 0 and (f["precision"] is None or 0 <= f["precision"] <= 1)
+        assert f["erroneous_translations"] is not None and f["judged"] <= f["issues"]
+    corrected = {c["source"] for c in map(json.loads, (finished_run / "cycle1/review/corrections.jsonl").open())}
+    issues = [json.loads(l) for l in (finished_run / "cycle1/test/issues.jsonl").open()]
+    mutants = {s["source"] for i in issues if i["relation"] == "replace" for s in i["sides"] if s["role"] == "mutant"}
+    assert corrected & mutants  # the loop fine-tunes on what the replacement relation found too
+    assert "| replace |" in (finished_run / "report.md").read_text()
     assert before["erroneous_translations"] == report["corrections"] > 0
     assert isinstance(after["issues"], int)
     assert 0 <= report["fixed"] <= report["corrections"]
@@ -198,13 +211,14 @@ def test_file_review_round_trip(shared, finished_run, tmp_path):
     with open(sheet, newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     assert rows
-    # the person judges every issue: the RTI's translation of the first two is wrong, the rest are fine
+    assert {r["relation"] for r in rows} == {"rti", "replace"}
+    # the person judges every issue: the second side's translation of the first two is wrong, the rest are fine
     for i, row in enumerate(rows):
-        row["container_wrong"] = "no"
-        row["rti_wrong"] = "yes" if i < 2 else "no"
+        row["wrong_1"] = "no"
+        row["wrong_2"] = "yes" if i < 2 else "no"
         if i < 2:
             row["kind"] = "under-translation"
-            row["corrected_rti_translation"] = "修正" + str(i)
+            row["corrected_2"] = "修正" + str(i)
     with open(sheet, "w", newline="", encoding="utf-8-sig") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
@@ -212,7 +226,7 @@ def test_file_review_round_trip(shared, finished_run, tmp_path):
     second = run_cli(args)
     assert second.returncode == 0, second.stderr[-3000:]
     corrections = [json.loads(l) for l in (run_dir / "cycle1/review/corrections.jsonl").read_text().splitlines() if l]
-    # two RTI corrections, or one where both rows share an RTI (the latest wins)
+    # two corrections, or one where both rows share a source (the latest wins)
     assert corrections and {c["correction"] for c in corrections} <= {"修正0", "修正1"}
     assert json.loads((run_dir / "report.json").read_text())["corrections"] == len(corrections)
 

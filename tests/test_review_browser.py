@@ -175,3 +175,43 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
     corrections = [json.loads(s) for s in (run_dir / "review" / "corrections.jsonl").read_text().splitlines()]
     assert [(c["correction"], c["kind"]) for c in corrections] == [
         ("亲切的与特朗普先生的双边会谈", "under-translation"), ("脚本标记", "word/phrase mistranslation")]
+
+
+REPLACE = {"id": "0123456789ab", "relation": "replace", "distance": 2, "sentence": "the red cat sat on the mat .",
+           "evidence": ["坐", "站"], "replaced": ["cat", "dog"], "tag": "NN",
+           "sides": [{"role": "original", "source": "the red cat sat on the mat .", "translation": "红猫坐在垫子上。"},
+                     {"role": "mutant", "source": "the red dog sat on the mat .", "translation": "红狗站在垫子上。"}]}
+
+
+def test_both_relations_on_one_page(browser, tmp_path):
+    """An RTI issue and a replacement issue: each shows its own sides and keys; O and M judge the second."""
+    (tmp_path / "issues.jsonl").write_text("".join(json.dumps(i, ensure_ascii=False) + "\n"
+                                                   for i in (ISSUES[1], REPLACE)), encoding="utf-8")
+    server = Server(tmp_path)
+    try:
+        page, errors = open_page(browser, server.url)
+        kb = page.keyboard
+        assert page.is_visible("#wrong-container") and page.is_visible("#wrong-rti")
+        kb.press("n")
+        kb.press("Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        assert page.text_content("#meta").startswith("replace")
+        assert page.text_content("#original-source") == REPLACE["sides"][0]["source"]
+        assert page.text_content("#pair-mutant mark") == "dog"  # the new word marked in the mutant
+        assert "O Original wrong" in page.text_content("#keys") and "M Mutant wrong" in page.text_content("#keys")
+        assert not page.query_selector("#wrong-rti")
+        kb.press("c")  # not a side of this issue: nothing happens
+        kb.press("m")
+        kb.press("3")
+        kb.press("e")
+        kb.press("Control+a")
+        kb.type("红狗坐在垫子上。")
+        kb.press("Control+Enter")
+        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 2 of 2')")
+        assert not errors
+    finally:
+        server.kill()
+    lines = [json.loads(s) for s in (tmp_path / "review" / "judgments.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [(j["wrong"], j["corrections"]) for j in lines] == [([], {}), (["mutant"], {"mutant": "红狗坐在垫子上。"})]
+    (c,) = [json.loads(s) for s in (tmp_path / "review" / "corrections.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert c["source"] == "the red dog sat on the mat ." and c["issues"] == [REPLACE["id"]]

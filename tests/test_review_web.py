@@ -335,3 +335,21 @@ def test_ctrl_c_keeps_the_judgments_and_says_how_to_go_on(tmp_path):
     assert proc.returncode == 2
     assert "review stopped before Finish: 1 of 2 issues judged" in err and "Traceback" not in err
     assert len((tmp_path / "review" / "judgments.jsonl").read_text().splitlines()) == 1
+
+
+def test_a_replacement_issue_is_judged_by_its_own_sides(tmp_path):
+    rep = {"id": "0123456789ab", "relation": "replace", "distance": 1, "sentence": "a red cat sat .", "evidence": ["站"],
+           "sides": [{"role": "original", "source": "a red cat sat .", "translation": "红猫坐着。"},
+                     {"role": "mutant", "source": "a red dog sat .", "translation": "红狗站着。"}]}
+    app = create_app([BOY, rep], tmp_path / "review")
+    client = TestClient(app, base_url="http://127.0.0.1")
+    state = client.get("/api/state", headers=auth(app)).json()
+    assert [r["role"] for r in state["relations"]["replace"]["roles"]] == ["original", "mutant"]
+    assert [r["role"] for r in state["relations"]["rti"]["roles"]] == ["container", "rti"]
+    bad = client.post("/api/judge", headers=auth(app), json={"issue": rep["id"], "wrong": ["rti"], "kind": "under",
+                                                              "corrections": {"rti": "x"}})
+    assert bad.status_code == 400 and "original / mutant" in bad.json()["error"]
+    ok = client.post("/api/judge", headers=auth(app), json={"issue": rep["id"], "wrong": ["mutant"], "kind": "word",
+                                                             "corrections": {"mutant": "红狗坐着。"}})
+    assert ok.status_code == 200 and ok.json()["prefill"] == {"a red dog sat .": "红狗坐着。"}
+    app.state.store.close()

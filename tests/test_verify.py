@@ -105,4 +105,4 @@ def test_report_lists_regressions_by_their_sides():
                                                    ("rti", "the red cat", "红猫")], 1, ["色"])
     assert regressions_markdown([]) == []
     assert regressions_markdown([issue])[-1] == \
-        "- rti: container `the red cat sat .` → 红色的猫坐着。 / rti `the red cat` → 红猫"
+        f"- `{issue['id']}` rti: container “the red cat sat .” → 红色的猫坐着。 / rti “the red cat” → 红猫"

@@ -140,6 +140,26 @@ def detect(relations: Sequence[Relation], cases: list[Case], translation: dict[s
     return issues, figures
 
 
+def summarize(sentences: int, skipped_lines: dict, cases: list[Case], texts: list[str], by_relation: dict,
+              seconds: dict, relations: Sequence[Relation], settings: dict) -> dict:
+    """summary.json: the paper's Table III and V figures, per relation and in all, and the settings."""
+    return {
+        "sentences": sentences,
+        **skipped_lines,
+        "rtis": by_relation.get("rti", {}).get("rtis", 0),
+        "pairs": len(cases),
+        "texts": len(texts),
+        "characters_translated": sum(len(t) for t in texts),
+        "skipped_pairs": sum(f["skipped"] for f in by_relation.values()),
+        "issues": {d: sum(f["issues"][d] for f in by_relation.values())
+                   for d in next(iter(by_relation.values()))["issues"]} if by_relation else {},
+        "by_relation": by_relation,
+        "seconds": {**{k: round(v, 3) for k, v in seconds.items()}, "total": round(sum(seconds.values()), 3)},
+        "settings": {**settings, "relations": [r.name for r in relations],
+                     "stopwords": len(getattr(relations[0], "stopwords", ()))},
+    }
+
+
 def run_purity(
     sentences: Sequence[str],
     parser: Parser | None,
@@ -209,38 +229,13 @@ def run_purity(
     issues, by_relation = detect(relations, cases, translation, thresholds, skip_latin)
     detect_seconds = time.perf_counter() - started
 
-    summary = {
-        "sentences": len(kept),
-        **skipped_lines,
-        "rtis": by_relation.get("rti", {}).get("rtis", 0),
-        "pairs": len(cases),
-        "texts": len(text_list),
-        "characters_translated": sum(len(t) for t in text_list),
-        "skipped_pairs": sum(f["skipped"] for f in by_relation.values()),
-        "issues": {str(d): sum(f["issues"][str(d)] for f in by_relation.values()) for d in thresholds},
-        "by_relation": by_relation,
-        "seconds": {
-            "initialization": round(init_seconds, 3),
-            "pair_construction": round(pair_seconds, 3),
-            "translation": round(translate_seconds, 3),
-            "detection": round(detect_seconds, 3),
-            "total": round(init_seconds + pair_seconds + translate_seconds + detect_seconds, 3),
-        },
-        "settings": {
-            "parser": parser.name if parser is not None and trees is None else "trees",
-            "translator": translator.name,
-            "relations": [r.name for r in relations],
-            "thresholds": thresholds,
-            "unit": unit,
-            "skip_latin": skip_latin,
-            "max_words": max_words,
-            "min_content_words": min_content_words,
-            "max_sentence_words": max_sentence_words,
-            "stopwords": len(relations[0].stopwords) if hasattr(relations[0], "stopwords") else None,
-            "stop_tokens": sorted(shared["stop_tokens"]),
-            **{f"{name}": dict(opts) for name, opts in (relation_options or {}).items()},
-        },
-    }
+    seconds = {"initialization": init_seconds, "pair_construction": pair_seconds, "translation": translate_seconds,
+               "detection": detect_seconds}
+    summary = summarize(len(kept), skipped_lines, cases, text_list, by_relation, seconds, relations, {
+        "parser": parser.name if parser is not None and trees is None else "trees",
+        "translator": translator.name, "thresholds": thresholds, "unit": unit, "skip_latin": skip_latin,
+        "max_words": max_words, "min_content_words": min_content_words, "max_sentence_words": max_sentence_words,
+        "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
     write_jsonl_atomic(out / "issues.jsonl", issues)
     write_text_atomic(out / "issues.md", issues_markdown(issues, translation, thresholds[0], summary))
     write_json_atomic(out / "summary.json", summary)

@@ -12,7 +12,6 @@ left the two files disagreeing (repaired on restart) and the violations found (0
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import random
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import repair
 from repair.fileio import iter_jsonl, read_jsonl
+from repair.issues import make_issue, side
 from repair.review.store import CORRECTIONS, JUDGMENTS, read_judgments
 
 ROOT = Path(repair.__file__).resolve().parents[1]
@@ -40,9 +40,8 @@ def make_issues(n: int) -> list[dict]:
     issues = []
     for i in range(n):
         container, rti = f"the red book number {i} on the table", f"the red book number {i}"
-        issues.append({"id": hashlib.sha1(f"{container}\t{rti}".encode()).hexdigest()[:12], "sentence": container,
-                       "container": container, "container_translation": f"桌子上的第{i}本书",
-                       "rti": rti, "rti_translation": f"第{i}本书", "distance": 1, "missing": ["红"]})
+        issues.append(make_issue("rti", container, [("container", container, f"桌子上的第{i}本书"),
+                                                    ("rti", rti, f"第{i}本书")], 1, ["红"]))
     return issues
 
 
@@ -85,7 +84,7 @@ class Server:
 
 def random_judgment(rng: random.Random, issue: dict, tag: str) -> dict:
     wrong = rng.choice([[], ["container"], ["rti"], ["container", "rti"]])
-    corrections = {s: f"{issue[f'{s}_translation']}的红书{tag}{rng.choice(ODD)}" for s in wrong}
+    corrections = {s: f"{side(issue, s)['translation']}的红书{tag}{rng.choice(ODD)}" for s in wrong}
     return {"issue": issue["id"], "wrong": wrong, "kind": "under-translation" if wrong else None,
             "corrections": corrections}
 
@@ -99,7 +98,7 @@ def check(review_dir: Path, issues: dict[str, dict], acked: dict[str, dict], in_
         same = lambda j, b: j is not None and j["wrong"] == b["wrong"] and j["corrections"] == b["corrections"]
         if not same(got, sent) and not (issue_id in in_flight and same(got, in_flight[issue_id])):
             problems.append(f"acknowledged judgment of {issue_id} lost: log has {got}, acknowledged {sent}")
-    expected = {(issues[i][s], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
+    expected = {(side(issues[i], s)["source"], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
     path = review_dir / CORRECTIONS
     found = {(c["source"], c["correction"]) for c in read_jsonl(path)} if path.exists() else set()
     if expected != found:
@@ -115,7 +114,7 @@ def files_disagree(review_dir: Path, issues: dict[str, dict]) -> bool:
     if not (review_dir / JUDGMENTS).exists():
         return False
     latest = read_judgments(review_dir)
-    expected = {(issues[i][s], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
+    expected = {(side(issues[i], s)["source"], j["corrections"][s]) for i, j in latest.items() for s in j["wrong"]}
     path = review_dir / CORRECTIONS
     found = {(c["source"], c["correction"]) for _, c in iter_jsonl(path)} if path.exists() else set()
     return expected != found

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from repair.data.demo.grammar import DemoGrammar, Sentence, en_text, random_span
+from repair.data.demo.mutants import lexicon_groups, mutant_references
 from repair.errors import UserError
 from repair.fileio import read_json, write_json_atomic, write_jsonl_atomic, write_text_atomic
 from repair.purity.rti import is_rti
@@ -15,7 +16,7 @@ from repair.purity.rti import is_rti
 logger = logging.getLogger("repair.data.demo")
 
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
-DEMO_VERSION = 2
+DEMO_VERSION = 3
 
 DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=150)
 
@@ -65,6 +66,9 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
         for en, zh in s.references().items():
             if references.setdefault(en, zh) != zh:
                 raise RuntimeError(f"demo grammar: {en!r} translates two ways: {references[en]!r} and {zh!r}")
+    for s in purity:  # the word-replacement relation's mutants (purity.relations=[rti,replace])
+        for en, zh in mutant_references(s).items():
+            references.setdefault(en, zh)
     return {
         "train": train_pairs,
         "valid": [(s.en_text, s.zh) for s in valid],
@@ -92,7 +96,7 @@ def build_demo(data_dir: str | Path, *, seed: int = 1, n_train: int = DEFAULT_SI
     params = _params(seed, sizes)
     record = data_dir / "build.json"
     outputs = [data_dir / "raw" / f"{split}.{lang}" for split in ("train", "valid", "test") for lang in ("en", "zh")]
-    outputs += [data_dir / "purity.en", data_dir / "references.jsonl"]
+    outputs += [data_dir / "purity.en", data_dir / "references.jsonl", data_dir / "lexicon.jsonl"]
     if record.is_file() and all(p.is_file() for p in outputs):
         try:
             old = read_json(record)
@@ -111,6 +115,7 @@ def build_demo(data_dir: str | Path, *, seed: int = 1, n_train: int = DEFAULT_SI
         write_text_atomic(data_dir / "raw" / f"{split}.zh", "".join(zh + "\n" for _, zh in pairs))
     write_text_atomic(data_dir / "purity.en", "".join(s + "\n" for s in built["purity"]))
     write_jsonl_atomic(data_dir / "references.jsonl", ({"en": en, "zh": zh} for en, zh in built["references"].items()))
+    write_jsonl_atomic(data_dir / "lexicon.jsonl", lexicon_groups())
     en_vocab = {t for split in ("train", "valid", "test") for en, _ in built[split] for t in en.split()}
     zh_chars = {c for split in ("train", "valid", "test") for _, zh in built[split] for c in zh}
     result = {

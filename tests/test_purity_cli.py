@@ -268,3 +268,23 @@ def test_spacy_path_end_to_end_on_the_papers_inputs(tmp_path):
     for issue in issues:
         container, rti = (s["translation"] for s in issue["sides"])
         assert issue["distance"] == bow_distance(rti, container) > 0
+
+
+def test_both_relations_from_the_command_line(tmp_path):
+    out = tmp_path / "run"
+    first = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", "translator=table", f"out={out}",
+                   "relations=[rti,replace]", "replace.min_context=0", "replace.per_word=1")
+    assert_user_error(first, str(out / "to_translate.txt"))
+    texts = (out / "to_translate.txt").read_text(encoding="utf-8").splitlines()
+    assert set(EXPECTED_TEXTS) < set(texts) and len(texts) == len(set(texts))
+    table = tmp_path / "table.tsv"
+    table.write_text("".join(f"{t}\t{t[::-1]}\n" for t in texts), encoding="utf-8")
+    done = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", "translator=table", f"out={out}",
+                  "relations=[rti,replace]", "replace.min_context=0", "replace.per_word=1", f"translator.table={table}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["by_relation"]) == {"rti", "replace"} and summary["by_relation"]["replace"]["cases"] > 0
+    assert summary["settings"]["replace"]["per_word"] == 1
+    bad = purity(f"input={SENTENCES}", "parser=ptb", f"parser.trees={TREES}", f"out={tmp_path / 'x'}",
+                 "relations=[rti,sit]")
+    assert_user_error(bad, "relations=['rti', 'sit']: choose one or more of rti, replace")

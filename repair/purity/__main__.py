@@ -28,6 +28,8 @@ def summary_table(summary: dict) -> str:
         ("long sentences skipped", summary["long_sentences_skipped"]),
         ("RTIs", summary["rtis"]),
         ("pairs", summary["pairs"]),
+        *((f"{name}: cases, issues at d > {min(f['issues'], key=int)}", f"{f['cases']}, {f['issues'][min(f['issues'], key=int)]}")
+          for name, f in summary.get("by_relation", {}).items() if len(summary.get("by_relation", {})) > 1),
         ("texts translated", summary["texts"]),
         ("characters translated", summary["characters_translated"]),
         ("pairs skipped (Latin letters)", summary["skipped_pairs"]),
@@ -59,6 +61,9 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
         max_words=cfg.max_words, min_content_words=cfg.min_content_words,
         max_sentence_words=cfg.max_sentence_words, stopwords=cfg.stopwords,
         stop_tokens=list(cfg.stop_tokens), init_seconds=init_seconds, source=source, lines=lines,
+        relations=list(cfg.relations),
+        relation_options={name: OmegaConf.to_container(cfg[name], resolve=True)
+                          for name in cfg.relations if cfg.get(name) is not None},
     )
     print(summary_table(summary), flush=True)
     return summary

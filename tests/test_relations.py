@@ -118,7 +118,7 @@ def test_replace_filters_part_of_speech_article_context_and_names(tmp_path):
         tag = c.info["tag"]
         assert tag in ("NN", "NNS", "JJ")
         old, new = c.info["replaced"]
-        assert (tag, new) in {(t, w.lower()) for p in PARSED for t, w in tagged_leaves(p.tree)}
+        assert (tag, new) in {(t, w.lower()) for p in PARSED for t, w, _ in tagged_leaves(p.tree)}
         assert replace_word(c.sentence, old, 0, new) or c.sentence.startswith(old.capitalize())
     # without any context seen, nothing passes min_context=1 ... and min_context=0 lets candidates through
     bare = ReplaceRelation(min_context=2)
@@ -229,3 +229,23 @@ def test_figures_by_relation_count_issues_errors_and_precision():
                                   "precision": 1.0}
     assert figures["rti"]["precision"] == 0.0 and figures["rti"]["erroneous_translations"] == 0
     assert by_relation([rep], {}, None)["replace"]["precision"] is None
+
+
+def test_an_adjective_is_replaced_only_by_one_seen_with_its_noun(tmp_path):
+    leaves = tagged_leaves(FISH)
+    words = [w for _, w, _ in leaves]
+    heads = {words[i]: words[h] for i, (_, _, h) in enumerate(leaves) if h is not None}
+    assert heads == {"old": "fisherman", "fresh": "fish", "busy": "market"}
+    monkey = Parsed("m:1", "The monkey was hungry .",
+                    "(ROOT (S (NP (DT The) (NN monkey)) (VP (VBD was) (ADJP (JJ hungry))) (. .)))")
+    corpus = tmp_path / "corpus.en"
+    # "busy" beside "the" and before "market"; "young" beside "the" only; "red" never
+    corpus.write_text("the busy old market\nthe young one\n", encoding="utf-8")
+    lexicon = tmp_path / "lexicon.jsonl"
+    lexicon.write_text('{"tag": "JJ", "words": ["old", "busy", "young", "red", "hungry", "sad"]}\n', encoding="utf-8")
+    relation = ReplaceRelation(lexicon=str(lexicon), corpus=str(corpus), per_word=5)
+    cases = relation.cases([Parsed("f:1", FISH_TEXT, FISH), monkey])
+    # "the busy market" -> "the old market": "the old" and "old ... market" seen; "The old fisherman" -> "busy" is
+    # not (no "busy ... fisherman"), nor "fresh" -> anything (the lexicon lacks it)
+    assert {tuple(c.info["replaced"]) for c in cases} == {("busy", "old")}
+    assert relation.counts()["filtered"]["predicative"] == 1  # "was hungry" is left alone

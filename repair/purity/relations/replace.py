@@ -14,8 +14,11 @@ Candidates, found offline:
 - `mlm`: a masked language model (`transformers` and a local model folder, `mlm_model=`), its proposals kept when
   seen with the same part of speech in the sentences under test.
 Filters: same Penn tag (NN, NNS, JJ: so a plural stays plural and the verb agrees), a lowercase alphabetic word of
-2+ letters that is not a stop word, "a"/"an" before it still right for the new word (by its first letter), at
-least `min_context` (default 2) of its neighbours seen beside the new word, a capitalized word only at the sentence's start.
+2+ letters that is not a stop word, an adjective only inside a noun phrase (attributive), "a"/"an" before it still
+right for the new word (by its first letter), a capitalized word only at the sentence's start, and the new word
+seen in at least `min_context` (default 2) of the word's two contexts, in the training corpus or the sentences
+under test: its left neighbour, and for an adjective the noun it modifies (within 3 words after it: the
+adjective-noun dependency), for a noun its right neighbour.
 """
 
 from __future__ import annotations
@@ -42,18 +45,38 @@ _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\S")
 _ALPHA = re.compile(r"[a-z]{2,}")
 
 
-def tagged_leaves(tree: str) -> list[tuple[str, str]]:
-    """(tag, word) for every leaf of a bracketed tree, in order."""
+NOUN_TAGS = ("NN", "NNS")
+NEAR = 3  # an adjective is seen with a noun when the noun follows it within this many words
+
+
+def tagged_leaves(tree: str) -> list[tuple[str, str, int | None]]:
+    """(tag, word, head) for every leaf of a bracketed tree, in order. `head` is set for an attributive
+    adjective: the index of the last noun after it among the children of the noun phrase it modifies
+    (through an ADJP); None otherwise."""
     node = clean_tree(parse_tree(tree))
-    out: list[tuple[str, str]] = []
-    stack: list[Node | str] = [node] if node is not None else []
-    while stack:
-        item = stack.pop()
-        if isinstance(item, Node):
-            if len(item.children) == 1 and isinstance(item.children[0], str):
-                out.append((item.label, item.children[0]))
+    out: list[tuple[str, str, int | None]] = []
+    pending: list[tuple[int, list[int]]] = []  # (adjective's leaf index, the NP's noun leaf indexes)
+
+    def walk(n: Node, np_nouns: list[int] | None) -> None:
+        nouns: list[int] | None = [] if n.label == "NP" else (np_nouns if n.label == "ADJP" else None)
+        for child in n.children:
+            if isinstance(child, Node) and len(child.children) == 1 and isinstance(child.children[0], str):
+                out.append((child.label, child.children[0], None))
+                if child.label in NOUN_TAGS and n.label == "NP":
+                    nouns.append(len(out) - 1)
+                elif child.label == "JJ" and nouns is not None:
+                    pending.append((len(out) - 1, nouns))
+            elif isinstance(child, Node):
+                walk(child, nouns)
             else:
-                stack.extend(reversed(item.children))
+                out.append((n.label, child, None))
+
+    if node is not None:
+        walk(node, None)
+    for i, nouns in pending:
+        after = [k for k in nouns if k > i]
+        if after:
+            out[i] = (out[i][0], out[i][1], after[-1])
     return out
 
 
@@ -72,23 +95,26 @@ def replace_word(sentence: str, word: str, nth: int, new: str) -> str | None:
 
 
 class ContextIndex:
-    """Which words are seen beside which, in a corpus and the sentences under test (lowercased)."""
+    """Which of the asked word pairs are seen in a corpus and the sentences under test (lowercased): next to
+    each other (`next`) or the second within NEAR words after the first (`near`), and how often each word is."""
 
-    def __init__(self):
-        self.bigrams: set[tuple[str, str]] = set()
+    def __init__(self, next_pairs: set[tuple[str, str]], near_pairs: set[tuple[str, str]], words: set[str]):
+        self.asked_next, self.asked_near, self.asked_words = next_pairs, near_pairs, words
+        self.next: set[tuple[str, str]] = set()
+        self.near: set[tuple[str, str]] = set()
         self.freq: Counter = Counter()
+        self._first = {a for a, _ in near_pairs}
 
     def add(self, words: Sequence[str]) -> None:
         words = [w.lower() for w in words]
-        self.freq.update(words)
-        self.bigrams.update(zip(words, words[1:]))
+        self.freq.update(w for w in words if w in self.asked_words)
+        self.next.update(p for p in zip(words, words[1:]) if p in self.asked_next)
+        for i, w in enumerate(words):
+            if w in self._first:
+                self.near.update((w, v) for v in words[i + 1:i + 1 + NEAR] if (w, v) in self.asked_near)
 
     def add_text(self, line: str) -> None:
         self.add(_WORD.findall(line))
-
-    def score(self, left: str | None, word: str, right: str | None) -> int:
-        return ((left is not None and (left.lower(), word) in self.bigrams)
-                + (right is not None and (word, right.lower()) in self.bigrams))
 
 
 def read_lexicon(path: str | Path) -> dict[tuple[str, str], list[str]]:
@@ -167,18 +193,42 @@ class ReplaceRelation(Relation):
 
     # ---- candidates
 
-    def _index(self, leaves_per_sentence: list[list[tuple[str, str]]]) -> tuple[ContextIndex, dict[str, Counter]]:
-        index = ContextIndex()
+    def _vocabulary(self, leaves_per_sentence: list[list[tuple]]) -> dict[str, Counter]:
         by_tag: dict[str, Counter] = {t: Counter() for t in self.tags}
         for leaves in leaves_per_sentence:
-            index.add([w for _, w in leaves])
-            for tag, word in leaves:
+            for tag, word, _ in leaves:
                 if tag in by_tag and self._replaceable(word):
                     by_tag[tag][word] += 1
+        return by_tag
+
+    def _index(self, leaves_per_sentence: list[list[tuple]], asked: list[tuple]) -> ContextIndex:
+        """Reads the sentences and the corpus once, for the pairs the candidates need."""
+        next_pairs, near_pairs, words = set(), set(), set()
+        for _, _, left, right, head, proposals in asked:
+            for new in proposals:
+                words.add(new)
+                if left is not None:
+                    next_pairs.add((left.lower(), new))
+                if head is not None:
+                    near_pairs.add((new, head.lower()))
+                elif right is not None:
+                    next_pairs.add((new, right.lower()))
+        index = ContextIndex(next_pairs, near_pairs, words)
+        for leaves in leaves_per_sentence:
+            index.add([w for _, w, _ in leaves])
         for path in self.corpus:
             for line in itertools.islice(read_text_lines(path), self.corpus_lines):
                 index.add_text(line)
-        return index, by_tag
+        return index
+
+    @staticmethod
+    def _score(index: ContextIndex, left: str | None, new: str, right: str | None, head: str | None) -> int:
+        """How many of the word's contexts the new word is seen in: its left neighbour, and for an attributive
+        adjective the noun it modifies (within NEAR words), for any other word its right neighbour."""
+        seen_left = left is not None and (left.lower(), new) in index.next
+        if head is not None:
+            return seen_left + ((new, head.lower()) in index.near)
+        return seen_left + (right is not None and (new, right.lower()) in index.next)
 
     def _replaceable(self, word: str) -> bool:
         return bool(_ALPHA.fullmatch(word)) and word not in self.stopwords
@@ -197,44 +247,58 @@ class ReplaceRelation(Relation):
                 leaves_per_sentence.append(tagged_leaves(p.tree))
             except TreeSyntaxError as e:
                 raise UserError(f"{p.where}: the tree for this sentence cannot be read ({e}): {p.tree[:120]!r}") from None
-        index, by_tag = self._index(leaves_per_sentence)
-        out: dict[str, Case] = {}
+        by_tag = self._vocabulary(leaves_per_sentence)
         filtered = Counter()
-        for p, leaves in zip(parsed, leaves_per_sentence):
-            made = 0
+        asked = []  # (sentence index, leaf index, left, right, head, proposals) per replaceable word
+        for k, (p, leaves) in enumerate(zip(parsed, leaves_per_sentence)):
             seen_word: Counter = Counter()
-            for i, (tag, leaf) in enumerate(leaves):
+            for i, (tag, leaf, head) in enumerate(leaves):
                 nth = seen_word[leaf]
                 seen_word[leaf] += 1
-                if made >= self.max_mutants or tag not in self.tags:
+                word = leaf.lower() if i == 0 else leaf
+                if tag not in self.tags or not self._replaceable(word):
                     continue
-                first = i == 0
-                word = leaf.lower() if first else leaf
-                if not self._replaceable(word):
+                if tag == "JJ" and head is None:
+                    filtered["predicative"] += 1  # an adjective outside a noun phrase ("was hungry"): left alone
                     continue
                 left = leaves[i - 1][1] if i > 0 else None
                 right = leaves[i + 1][1] if i + 1 < len(leaves) else None
-                ranked = []
+                proposals = []
                 for new in dict.fromkeys(self._proposals(tag, word, by_tag, p.sentence, nth)):
                     if new == word or not self._replaceable(new):
                         filtered["word"] += 1
                     elif left is not None and left.lower() in ("a", "an") and not article_fits(left, new):
                         filtered["article"] += 1
-                    elif index.score(left, new, right) < self.min_context:
-                        filtered["context"] += 1
                     else:
-                        ranked.append((-index.score(left, new, right), -index.freq[new], new))
-                for _, _, new in sorted(ranked)[:self.per_word]:
-                    written = new[0].upper() + new[1:] if leaf[0].isupper() else new
-                    mutant = replace_word(p.sentence, leaf, nth, written)
-                    if mutant is None or mutant == p.sentence:
-                        filtered["not found"] += 1
-                        continue
-                    case = Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
-                                (p.sentence, mutant, word, new), {"replaced": [word, new], "tag": tag})
-                    if case.id not in out:
-                        out[case.id] = case
-                        made += 1
+                        proposals.append(new)
+                asked.append((k, i, left, right, leaves[head][1] if head is not None else None, proposals))
+        index = self._index(leaves_per_sentence, asked)
+        out: dict[str, Case] = {}
+        made = Counter()
+        for k, i, left, right, head, proposals in asked:
+            p, (tag, leaf, _) = parsed[k], leaves_per_sentence[k][i]
+            if made[k] >= self.max_mutants:
+                continue
+            word = leaf.lower() if i == 0 else leaf
+            nth = sum(1 for _, w, _ in leaves_per_sentence[k][:i] if w == leaf)
+            ranked = []
+            for new in proposals:
+                score = self._score(index, left, new, right, head)
+                if score < self.min_context:
+                    filtered["context"] += 1
+                else:
+                    ranked.append((-score, -index.freq[new], new))
+            for _, _, new in sorted(ranked)[:self.per_word]:
+                written = new[0].upper() + new[1:] if leaf[0].isupper() else new
+                mutant = replace_word(p.sentence, leaf, nth, written)
+                if mutant is None or mutant == p.sentence:
+                    filtered["not found"] += 1
+                    continue
+                case = Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
+                            (p.sentence, mutant, word, new), {"replaced": [word, new], "tag": tag})
+                if case.id not in out:
+                    out[case.id] = case
+                    made[k] += 1
         self._counts = {"mutants": len(out), "filtered": dict(filtered), "candidates": self.source}
         return list(out.values())
 

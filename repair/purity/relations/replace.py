@@ -17,7 +17,7 @@ Filters: same Penn tag (NN, NNS, JJ: so a plural stays plural and the verb agree
 2+ letters that is not a stop word, an adjective only inside a noun phrase (attributive), "a"/"an" before it still
 right for the new word (by its first letter), a capitalized word only at the sentence's start, and the new word
 seen in at least `min_context` (default 2) of the word's two contexts, in the training corpus or the sentences
-under test: its left neighbour, and for an adjective the noun it modifies (within 3 words after it: the
+under test: its left neighbour, and for an adjective the noun it modifies (seen right before it: the
 adjective-noun dependency), for a noun its right neighbour.
 """
 
@@ -46,7 +46,7 @@ _ALPHA = re.compile(r"[a-z]{2,}")
 
 
 NOUN_TAGS = ("NN", "NNS")
-NEAR = 3  # an adjective is seen with a noun when the noun follows it within this many words
+NEAR = 1  # an adjective is seen with a noun when it stands right before it (up to NEAR words before)
 
 
 def tagged_leaves(tree: str) -> list[tuple[str, str, int | None]]:

@@ -217,7 +217,7 @@ class CTranslate2Translator(Translator):
     module doc); `model_dir` is a model already converted, tested as it is. `compute_type`: None
     means int8 on CPU and float16 on GPU; any type CTranslate2 offers on the device (float32 gives
     fairseq's translations). `max_tokens`: source tokens per batch. `threads` CPU cores, shared out as
-    `workers` batches translated at once.
+    `workers` batches translated at once (default on CPU: one per core, of one thread each).
     """
 
     name = "ctranslate2"
@@ -338,7 +338,7 @@ class CTranslate2Translator(Translator):
         # One call per cap, all submitted before any is awaited: the workers take batches from every group.
         first = [(cap, group, self.model.translate_batch(
             [tokens[k] for k in group], beam_size=self.beam, length_penalty=self.len_penalty,
-            max_decoding_length=cap + 1, return_end_token=True, **self._batching(self.max_tokens)))
+            max_decoding_length=cap + 1, return_end_token=True, **self._batching([tokens[k] for k in group])))
             for cap, group in sorted(by_cap.items())]
         again = []
         for cap, group, results in first:
@@ -375,9 +375,14 @@ class CTranslate2Translator(Translator):
     def _text(self, hypothesis: Sequence[str]) -> str:
         return self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))
 
-    @staticmethod
-    def _batching(max_tokens: int) -> dict:
-        return {"max_batch_size": max(1, max_tokens), "batch_type": "tokens", "max_input_length": 0, "asynchronous": True}
+    def _batching(self, sources: list[list[str]]) -> dict:
+        """A call's batches: at most max_tokens source tokens; on CPU also at most a (2 * workers)th of the call,
+        so that every worker has batches to take (on 2 cores, 2 workers with batches of 250-2000 tokens translated
+        the benchmark's texts 1.3x as fast as with one batch per call; README)."""
+        size = self.max_tokens
+        if self.device.startswith("cpu"):
+            size = min(size, -(-sum(map(len, sources)) // (2 * self.workers)))
+        return {"max_batch_size": max(1, size), "batch_type": "tokens", "max_input_length": 0, "asynchronous": True}
 
     # Sources whose best hypothesis is still open at the cap (see _AtCap).
 
@@ -389,7 +394,7 @@ class CTranslate2Translator(Translator):
         return self.model.translate_batch(
             [c.source for c in at_cap], beam_size=self.beam, patience=2, num_hypotheses=2 * self.beam,
             length_penalty=self.len_penalty, max_decoding_length=cap + steps, return_end_token=True,
-            return_scores=True, **self._batching(self.max_tokens // 4))
+            return_scores=True, **self._batching([c.source for c in at_cap]))
 
     def _score_open(self, at_cap: list[_AtCap], results: list) -> list:
         """Candidates from a search up to the cap: ended ones as they are, open ones scored with the end token
@@ -420,8 +425,8 @@ class CTranslate2Translator(Translator):
             c.to_score = []
         if not pairs:
             return []
-        results = self.model.score_batch([c.source for c, _ in pairs], [h for _, h in pairs],
-                                         **self._batching(self.max_tokens // 4))
+        sources = [c.source for c, _ in pairs]
+        results = self.model.score_batch(sources, [h for _, h in pairs], **self._batching(sources))
         return [(c, h, r) for (c, h), r in zip(pairs, results)]
 
     def _take_scores(self, scored: list) -> None:

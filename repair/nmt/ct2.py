@@ -6,7 +6,8 @@ the model's tokenizer and subword model, per side) and the same decoding rules: 
 penalty, and each text's output cap max_len_a * w + max_len_b (at most max_len target tokens),
 where w is the padded width of its source, as FairseqTranslator computes it. CTranslate2 takes one
 cap per call, so texts are grouped by cap (a handful of groups) and each group is one call, batched
-by tokens.
+by tokens, all calls submitted at once. At the cap fairseq ends every open beam with the end token;
+a text whose best hypothesis is open there is decided as fairseq would (see `_AtCap`).
 
 The converted cache: `<checkpoint>.ct2/` (or `cache_dir/<checkpoint name>.ct2/`), converted in
 float32 (the compute type is chosen when loading), with `converted.json` written last: the sha256 of

@@ -60,6 +60,19 @@ def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
     assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
 
 
+@pytest.mark.parametrize("max_len, len_penalty", [(2, 1.0), (3, 1.0), (4, 0.6), (4, 1.3)])
+def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_out, max_len, len_penalty, caplog):
+    """Outputs cut at the cap: fairseq ends every open hypothesis with its end token's score there."""
+    options = {**OPTIONS, "max_len": max_len, "len_penalty": len_penalty}
+    sources = texts()
+    fairseq = FairseqTranslator(files=files, **options).translate(sources)
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
+    with caplog.at_level(logging.INFO):
+        assert ct2.translate(sources) == fairseq
+    assert "may differ" not in caplog.text
+    assert sum(a != b for a, b in zip(fairseq, fairseq_out)) >= 10  # many cut by the cap
+
+
 def test_int8_translates(files, fairseq_out):
     ct2 = CTranslate2Translator(files=files, **OPTIONS)
     assert ct2.compute_type == "int8"  # the CPU default

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import random
 import statistics
 import sys
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=2,
                    help="CPU threads (default 2, the cores of a small machine; 1 where the cores are shared with other work)")
     p.add_argument("--workers", type=int, default=None,
-                   help="batches decoded at once on CPU, sharing --threads (default: 2 when threads >= 2)")
+                   help="batches decoded at once on CPU, sharing --threads (default: fairseq 2 when threads >= 2, CTranslate2 one per thread)")
     p.add_argument("--device", default="auto")
     p.add_argument("--rounds", type=int, default=5,
                    help="rounds of one batched call and a share of the single calls, interleaved (default 5)")
@@ -256,6 +257,7 @@ def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:
     from repair.nmt.ct2 import CTranslate2Translator
     from repair.nmt.translator import FairseqTranslator, load_model_files
 
+    load = [round(x, 2) for x in os.getloadavg()]  # a shared machine: what else ran, as uptime says it
     files = load_model_files(checkpoint, data_dir)
     translators: dict = {}
     for name, compute in parse_backends(args.backends, args.compute_type):
@@ -272,9 +274,10 @@ def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:
         translators[name] = t
     backends = compare_backends(translators, texts, rounds=args.rounds)
     print(f"{'backend':<22} {'texts/s':>9} {'ratio':>7} {'identical':>10} {'BLEU vs fairseq':>16}  beam {args.beam}, "
-          f"{args.threads} thread(s), {len(texts)} texts")
+          f"{args.threads} thread(s), {len(texts)} texts, load average before {' '.join(map(str, load))}")
     for name, f in backends.items():
         print(f"{name:<22} {f['per_s']:>9} {f.get('ratio', 1.0):>7} {f.get('identical', 1.0):>10} "
               f"{f.get('bleu_vs_fairseq', 100.0):>16}")
     print(json.dumps({"texts": len(texts), "beam": args.beam, "threads": args.threads, "rounds": args.rounds,
+                      "load_average_before": load,
                       "max_tokens": args.max_tokens, "checkpoint": str(checkpoint), "backends": backends}))

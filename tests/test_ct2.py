@@ -76,6 +76,9 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
 def test_int8_translates(files, fairseq_out):
     ct2 = CTranslate2Translator(files=files, **OPTIONS)
     assert ct2.compute_type == "int8"  # the CPU default
+    # fairseq's end at the output cap (a second search) only where the translations are to be fairseq's
+    assert not ct2.fairseq_cap and CTranslate2Translator(files=files, fairseq_cap=True, **OPTIONS).fairseq_cap
+    assert CTranslate2Translator(files=files, compute_type="float32", **OPTIONS).fairseq_cap
     out = ct2.translate(texts())
     assert len(out) == len(fairseq_out) and out[60] == ""
     assert sum(a == b for a, b in zip(out[:60], fairseq_out[:60])) >= 50

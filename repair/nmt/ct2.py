@@ -243,6 +243,7 @@ class CTranslate2Translator(Translator):
         device: str = "auto",
         threads: int | None = None,
         workers: int | None = None,
+        fairseq_cap: bool | None = None,
         **preprocessing: Any,
     ):
         ctranslate2 = _import_ctranslate2()
@@ -280,6 +281,9 @@ class CTranslate2Translator(Translator):
         kind, _, index = device.partition(":")
         self.device = device
         self.compute_type = compute_type or ("float16" if kind == "cuda" else "int8")
+        # fairseq's end of the search at the output cap costs a second search of the texts that reach it; worth it
+        # where the translations are to be fairseq's (float32), not where the weights are approximate anyway
+        self.fairseq_cap = self.compute_type == "float32" if fairseq_cap is None else bool(fairseq_cap)
         supported = ctranslate2.get_supported_compute_types(kind)
         if self.compute_type not in supported and self.compute_type not in ("default", "auto"):
             raise UserError(f"translator.compute_type={self.compute_type}: not offered on {kind} "
@@ -350,8 +354,10 @@ class CTranslate2Translator(Translator):
                     # Ended: fairseq's choice too (the same search and scores; one that ended at the cap beats
                     # every other hypothesis ended there by fairseq's forced end token, being better ranked).
                     out[todo[k]] = self._text(hypothesis[:-1])
-                else:  # open at the cap, where fairseq forces the end token: see _AtCap
+                elif self.fairseq_cap:  # open at the cap, where fairseq forces the end token: see _AtCap
                     still_open.append(k)
+                else:  # CTranslate2's own stop at the cap
+                    out[todo[k]] = self._text(hypothesis[:cap])
             if still_open:  # submitted while the next groups are still searched
                 at_cap = [_AtCap(tokens[k], cap) for k in still_open]
                 again.append((still_open, at_cap, self._search(at_cap, cap)))

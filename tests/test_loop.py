@@ -240,7 +240,8 @@ def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):
 
 
 def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path):
-    args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
+    # a job's folder is named by its overrides: fewer of them, to stay within a file name's 255 bytes
+    args = [a for a in small(shared) if not a.startswith(("finetune.max_epoch", "purity.relations"))]
     done = run_cli(["-m", *args, "finetune.max_epoch=1", "finetune.lr=3e-4,1e-3", f"hydra.sweep.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
     reports = sorted(tmp_path.glob("*/report.json"))

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 from repair.data.prepare import clean_text
 from repair.errors import UserError
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
-from repair.purity.translators import Translator
+from repair.nmt.base import Translator
 
 logger = logging.getLogger(__name__)
 

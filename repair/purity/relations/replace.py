@@ -131,25 +131,44 @@ def read_lexicon(path: str | Path) -> dict[tuple[str, str], list[str]]:
 
 
 class MaskedLM:
-    """Proposals of a local masked language model (transformers' fill-mask pipeline)."""
+    """Proposals of a local masked language model (transformers: AutoTokenizer, AutoModelForMaskedLM)."""
 
     def __init__(self, model: str | None, top_k: int = 20):
         try:
-            from transformers import pipeline
+            from transformers import AutoModelForMaskedLM, AutoTokenizer
         except ImportError:
             raise UserError("purity.replace.candidates=mlm needs the transformers package (pip install transformers) "
                             "and a local masked-LM folder in purity.replace.mlm_model") from None
+        except OSError as e:  # an installed package transformers loads (e.g. torchaudio) that does not fit torch
+            raise UserError(f"purity.replace.candidates=mlm: transformers cannot be imported here ({e}); "
+                            "use purity.replace.candidates=context or lexicon") from None
         if not model or not Path(model).is_dir():
             raise UserError(f"purity.replace.mlm_model={model!r}: give a local folder with a masked language model "
                             "(e.g. one saved with save_pretrained); nothing is downloaded")
-        self.fill = pipeline("fill-mask", model=str(model), tokenizer=str(model))
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
+            self.model = AutoModelForMaskedLM.from_pretrained(str(model), local_files_only=True).eval()
+        except (OSError, ValueError) as e:
+            raise UserError(f"purity.replace.mlm_model={model}: not a masked language model transformers can load "
+                            f"({str(e).splitlines()[0]})") from None
+        if self.tokenizer.mask_token is None:
+            raise UserError(f"purity.replace.mlm_model={model}: its tokenizer has no mask token")
         self.top_k = top_k
 
     def propose(self, sentence: str, word: str, nth: int) -> list[str]:
-        masked = replace_word(sentence, word, nth, self.fill.tokenizer.mask_token)
+        import torch
+
+        masked = replace_word(sentence, word, nth, self.tokenizer.mask_token)
         if masked is None:
             return []
-        return [p["token_str"].strip() for p in self.fill(masked, top_k=self.top_k)]
+        inputs = self.tokenizer(masked, return_tensors="pt", truncation=True)
+        at = (inputs["input_ids"][0] == self.tokenizer.mask_token_id).nonzero()
+        if not len(at):
+            return []
+        with torch.no_grad():
+            logits = self.model(**inputs).logits[0, int(at[0])]
+        ids = logits.topk(min(self.top_k, logits.shape[-1])).indices.tolist()
+        return [self.tokenizer.decode([i]).strip() for i in ids]
 
 
 class ReplaceRelation(Relation):

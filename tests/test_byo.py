@@ -164,15 +164,15 @@ def fill_sheet(sheet: Path, references: dict[str, str], limit: int = 12) -> int:
     with open(sheet, newline="", encoding="utf-8-sig") as f:
         rows = list(csv.DictReader(f))
     made, seen = 0, set()
-    for row in rows:
-        ref = references.get(row["container"])
-        wrong = ref is not None and ref != row["container_translation"] and made < limit and row["container"] not in seen
-        row["container_wrong"], row["rti_wrong"] = ("yes" if wrong else "no"), "no"
+    for row in rows:  # side 1 of an RTI issue is the container (here the sentence)
+        ref = references.get(row["source_1"])
+        wrong = ref is not None and ref != row["translation_1"] and made < limit and row["source_1"] not in seen
+        row["wrong_1"], row["wrong_2"] = ("yes" if wrong else "no"), "no"
         if wrong:
             row["kind"] = "word/phrase mistranslation"
-            row["corrected_container_translation"] = ref
+            row["corrected_1"] = ref
             made += 1
-            seen.add(row["container"])
+            seen.add(row["source_1"])
     with open(sheet, "w", newline="", encoding="utf-8-sig") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()

@@ -237,8 +237,6 @@ def purity_kwargs(cfg: DictConfig, data_dir: Path | None = None) -> dict:
             "relations": relations, "relation_options": options}
 
 
-
-
 def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indices: list[int] | None = None) -> dict:
     """Purity on the input sentences at `indices` (all of them when None)."""
     if not (out / "summary.json").exists():
@@ -269,16 +267,16 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
     if not done.exists():
         method = cfg.review.name
         extra = {}
+        references = data.reference_table if data is not None else None
         if method == "oracle":
-            from repair.data.demo import load_references
             from repair.review.oracle import oracle_review
 
-            if data.references is None:
+            if references is None:
                 raise UserError(
                     f"review=oracle needs reference translations, and data={cfg.data.name} has none: "
                     "use review=file or review=web"
                 )
-            result = oracle_review(issues, load_references(data.references), out)
+            result = oracle_review(issues, references, out)
             extra = {"needs_person": result.get("needs_person", 0)}
         elif method == "file":
             from repair.review.sheet import file_review
@@ -298,13 +296,7 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
         else:
             raise UserError(f"review={method}: unknown review method (oracle | file | web)")
         with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
-            stats = {**review_stats(out, issues), **extra}
-            references = None
-            if data is not None and data.references is not None:
-                from repair.data.demo import load_references
-
-                references = load_references(data.references)
-            stats["by_relation"] = by_relation(issues, store.latest, references)
+            stats = {**review_stats(out, issues), **extra, "by_relation": by_relation(issues, store.latest, references)}
         write_json_atomic(done, {"method": method, "stats": stats, "corrections_sha256": sha256(corrections_path)})
     state = read_json(done)
     if sha256(corrections_path) != state["corrections_sha256"]:
@@ -348,10 +340,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
                         f"purity.holdout={cfg.purity.holdout} of {len(held)}; lower purity.holdout")
     heldout = None
     if held:
-        from repair.data.demo import load_references
-
-        heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held],
-                          load_references(data.references) if data.references else None)
+        heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held], data.reference_table)
         record = {"input": str(data.sentences), "share": cfg.purity.holdout, "sentences": len(held),
                   "lines": heldout.lines}
         path = run_dir / "heldout.json"

@@ -151,8 +151,7 @@ def summarize(sentences: int, skipped_lines: dict, cases: list[Case], texts: lis
         "texts": len(texts),
         "characters_translated": sum(len(t) for t in texts),
         "skipped_pairs": sum(f["skipped"] for f in by_relation.values()),
-        "issues": {d: sum(f["issues"][d] for f in by_relation.values())
-                   for d in next(iter(by_relation.values()))["issues"]} if by_relation else {},
+        "issues": {str(d): sum(f["issues"][str(d)] for f in by_relation.values()) for d in settings["thresholds"]},
         "by_relation": by_relation,
         "seconds": {**{k: round(v, 3) for k, v in seconds.items()}, "total": round(sum(seconds.values()), 3)},
         "settings": {**settings, "relations": [r.name for r in relations],

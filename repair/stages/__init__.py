@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -17,6 +18,15 @@ class Data:
     dir: Path
     sentences: Path  # English sentences Purity tests
     references: Path | None  # oracle references for every sentence and NP (demo only)
+
+    @cached_property
+    def reference_table(self) -> dict[str, str] | None:
+        """The references, read once per run (None when the data has none)."""
+        if self.references is None:
+            return None
+        from repair.data.demo import load_references
+
+        return load_references(self.references)
 
 
 @dataclass

@@ -24,7 +24,6 @@ adjective-noun dependency), for a noun its right neighbour.
 from __future__ import annotations
 
 import itertools
-import logging
 import re
 from collections import Counter
 from pathlib import Path
@@ -37,7 +36,6 @@ from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
 from repair.purity.relations.rti import stopword_set
 from repair.purity.rti import Node, TreeSyntaxError, clean_tree, parse_tree
 
-log = logging.getLogger(__name__)
 
 TAGS = ("NN", "NNS", "JJ")
 SOURCES = ("auto", "context", "lexicon", "mlm")
@@ -46,7 +44,6 @@ _ALPHA = re.compile(r"[a-z]{2,}")
 
 
 NOUN_TAGS = ("NN", "NNS")
-NEAR = 1  # an adjective is seen with a noun when it stands right before it (up to NEAR words before)
 
 
 def tagged_leaves(tree: str) -> list[tuple[str, str, int | None]]:
@@ -95,23 +92,18 @@ def replace_word(sentence: str, word: str, nth: int, new: str) -> str | None:
 
 
 class ContextIndex:
-    """Which of the asked word pairs are seen in a corpus and the sentences under test (lowercased): next to
-    each other (`next`) or the second within NEAR words after the first (`near`), and how often each word is."""
+    """Which of the asked word pairs are seen next to each other in a corpus and the sentences under test
+    (lowercased), and how often each asked word is."""
 
-    def __init__(self, next_pairs: set[tuple[str, str]], near_pairs: set[tuple[str, str]], words: set[str]):
-        self.asked_next, self.asked_near, self.asked_words = next_pairs, near_pairs, words
-        self.next: set[tuple[str, str]] = set()
-        self.near: set[tuple[str, str]] = set()
+    def __init__(self, pairs: set[tuple[str, str]], words: set[str]):
+        self.asked_pairs, self.asked_words = pairs, words
+        self.seen: set[tuple[str, str]] = set()
         self.freq: Counter = Counter()
-        self._first = {a for a, _ in near_pairs}
 
     def add(self, words: Sequence[str]) -> None:
         words = [w.lower() for w in words]
         self.freq.update(w for w in words if w in self.asked_words)
-        self.next.update(p for p in zip(words, words[1:]) if p in self.asked_next)
-        for i, w in enumerate(words):
-            if w in self._first:
-                self.near.update((w, v) for v in words[i + 1:i + 1 + NEAR] if (w, v) in self.asked_near)
+        self.seen.update(p for p in zip(words, words[1:]) if p in self.asked_pairs)
 
     def add_text(self, line: str) -> None:
         self.add(_WORD.findall(line))
@@ -222,17 +214,16 @@ class ReplaceRelation(Relation):
 
     def _index(self, leaves_per_sentence: list[list[tuple]], asked: list[tuple]) -> ContextIndex:
         """Reads the sentences and the corpus once, for the pairs the candidates need."""
-        next_pairs, near_pairs, words = set(), set(), set()
+        pairs, words = set(), set()
         for _, _, left, right, head, proposals in asked:
+            after = head if head is not None else right
             for new in proposals:
                 words.add(new)
                 if left is not None:
-                    next_pairs.add((left.lower(), new))
-                if head is not None:
-                    near_pairs.add((new, head.lower()))
-                elif right is not None:
-                    next_pairs.add((new, right.lower()))
-        index = ContextIndex(next_pairs, near_pairs, words)
+                    pairs.add((left.lower(), new))
+                if after is not None:
+                    pairs.add((new, after.lower()))
+        index = ContextIndex(pairs, words)
         for leaves in leaves_per_sentence:
             index.add([w for _, w, _ in leaves])
         for path in self.corpus:
@@ -243,11 +234,10 @@ class ReplaceRelation(Relation):
     @staticmethod
     def _score(index: ContextIndex, left: str | None, new: str, right: str | None, head: str | None) -> int:
         """How many of the word's contexts the new word is seen in: its left neighbour, and for an attributive
-        adjective the noun it modifies (within NEAR words), for any other word its right neighbour."""
-        seen_left = left is not None and (left.lower(), new) in index.next
-        if head is not None:
-            return seen_left + ((new, head.lower()) in index.near)
-        return seen_left + (right is not None and (new, right.lower()) in index.next)
+        adjective the noun it modifies (seen right after it), for any other word its right neighbour."""
+        after = head if head is not None else right
+        return ((left is not None and (left.lower(), new) in index.seen)
+                + (after is not None and (new, after.lower()) in index.seen))
 
     def _replaceable(self, word: str) -> bool:
         return bool(_ALPHA.fullmatch(word)) and word not in self.stopwords

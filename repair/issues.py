@@ -17,7 +17,6 @@ from typing import Iterable, Sequence
 from repair.errors import UserError
 from repair.fileio import iter_jsonl
 
-ISSUE_KEYS = ("id", "relation", "distance", "sentence", "sides", "evidence")
 SIDE_KEYS = ("role", "source", "translation")
 _OLD_RTI_KEYS = ("container", "container_translation", "rti", "rti_translation")
 

@@ -152,7 +152,6 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     page = _asset("index.html")
     assets = {name: _asset(name) for name in ASSET_TYPES}
     by_id = {i["id"]: i for i in issues}
-    page_issues = issues  # whole records: sides, evidence and what a relation adds (the replaced words)
     relations = {name: describe(name) for name in dict.fromkeys(i["relation"] for i in issues)}
 
     def authorised(request: Request) -> bool:
@@ -180,7 +179,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     async def state(request: Request) -> Response:
         if not authorised(request):
             return refused()
-        return answer({"issues": page_issues, "judgments": store.latest, "stats": store.stats(),
+        return answer({"issues": issues, "judgments": store.latest, "stats": store.stats(),
                        "kinds": list(KINDS), "prefill": prefill(), "finished": app.state.finished,
                        "relations": relations})
 

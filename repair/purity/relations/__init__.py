@@ -14,7 +14,6 @@ from repair.purity.relations.replace import ReplaceRelation
 from repair.purity.relations.rti import RTIRelation
 
 RELATIONS: dict[str, type[Relation]] = {"rti": RTIRelation, "replace": ReplaceRelation}
-SHARED = ("unit", "stop_tokens", "stopwords")  # settings every relation takes from the purity block
 
 
 def describe(name: str) -> dict:

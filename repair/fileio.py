@@ -350,3 +350,11 @@ class FolderLock:
             self.release()
         except Exception:
             pass
+
+
+def file_sha256(path: str | os.PathLike) -> str | None:
+    """The SHA-256 of a file's bytes; None when there is no such file."""
+    import hashlib
+
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None

@@ -105,9 +105,9 @@ def test_the_guard_sees_a_default_that_differs():
 
 
 def test_the_loop_passes_the_purity_group_on():
-    from repair.loop import purity_kwargs
+    from repair.purity.config import run_settings
 
     purity = composed("loop", "purity.max_words=7", "purity.stop_tokens=['的']")["purity"]
-    kwargs = purity_kwargs(OmegaConf.create({"purity": purity}))
+    kwargs = run_settings(purity)
     assert set(kwargs) - {"relation_options"} == set(OmegaConf.load(CONF / "purity" / "default.yaml")) - {"replace"}
     assert kwargs["max_words"] == 7 and list(kwargs["stop_tokens"]) == ["的"]

@@ -165,8 +165,8 @@ def test_an_unconvertible_checkpoint_names_the_option(files, tmp_path):
 
 
 def test_bad_options_are_clear_errors(files, tmp_path):
-    from repair.loop import check_translator
-    from repair.purity.translators import make_translator
+    from repair.stages import check_translator
+    from repair.nmt.backends import make_translator
 
     with pytest.raises(UserError, match="translator.checkpoint=PATH .* translator.model_dir=DIR"):
         make_translator({"name": "ctranslate2"})
@@ -175,16 +175,15 @@ def test_bad_options_are_clear_errors(files, tmp_path):
     with pytest.raises(UserError, match="not a CTranslate2 model folder"):
         CTranslate2Translator(model_dir=tmp_path)
     with pytest.raises(UserError, match="can be tested .* but not fine-tuned"):
-        check_translator(OmegaConf.create({"translator": {"name": "ctranslate2", "model_dir": str(tmp_path)}}))
+        check_translator({"name": "ctranslate2", "model_dir": str(tmp_path)})
 
 
 def test_the_loop_builds_a_ctranslate2_translator_per_model(files, tmp_path):
-    from repair.loop import Run
+    from repair.stages import Translators
 
-    cfg = OmegaConf.create({"device": "cpu", "model": {"threads": 1},
-                            "translator": OmegaConf.load(REPO / "conf" / "translator" / "ctranslate2.yaml")})
-    run = Run(cfg, tmp_path)
-    base = run.translator(files)
+    translators = Translators(OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "translator" / "ctranslate2.yaml")),
+                              device="cpu", threads=1)
+    base = translators(files)
     assert isinstance(base, CTranslate2Translator) and base.threads == 1 and base.compute_type == "int8"
     assert base.model_path == cache_folder(files.checkpoint)
 

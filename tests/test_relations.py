@@ -120,9 +120,11 @@ def test_replace_filters_part_of_speech_article_context_and_names(tmp_path):
         old, new = c.info["replaced"]
         assert (tag, new) in {(t, w.lower()) for p in PARSED for t, w, _ in tagged_leaves(p.tree)}
         assert replace_word(c.sentence, old, 0, new) or c.sentence.startswith(old.capitalize())
-    # without any context seen, nothing passes min_context=1 ... and min_context=0 lets candidates through
+    # without any context seen, nothing passes min_context=2 ... and min_context=0 lets candidates through
     bare = ReplaceRelation(min_context=2)
-    assert all(c.info["replaced"] for c in bare.cases(PARSED)) and bare.counts()["filtered"]["context"] > 0
+    assert bare.cases(PARSED) == [] and bare.counts()["filtered"]["context"] > 0
+    assert all(c.info["replaced"] for c in ReplaceRelation(min_context=0).cases(PARSED))
+    assert ReplaceRelation(min_context=0).cases(PARSED)
     # a capitalized word inside a sentence is a name: left alone
     name = Parsed("x:1", "We met Rose at the old market.",
                   "(ROOT (S (NP (PRP We)) (VP (VBD met) (NP (NN Rose)) (PP (IN at) (NP (DT the) (JJ old) (NN market)))) (. .)))")
@@ -151,7 +153,7 @@ def test_replace_lexicon_source_and_bad_options(tmp_path):
         ReplaceRelation(candidates="bert")
     with pytest.raises(UserError, match="per_word=0"):
         ReplaceRelation(per_word=0)
-    with pytest.raises(UserError, match="mlm"):
+    with pytest.raises(UserError, match=r"mlm_model='.*no-model': give a local folder with a masked language model"):
         ReplaceRelation(candidates="mlm", mlm_model=str(tmp_path / "no-model"))
 
 

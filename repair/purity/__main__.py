@@ -14,7 +14,7 @@ from repair.fileio import check_folder_overrides, read_text_lines
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
-from repair.purity.translators import make_translator
+from repair.nmt.backends import make_translator
 
 log = logging.getLogger("repair.purity")
 

@@ -19,7 +19,8 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import check_folder_overrides, read_json, write_json_atomic
+from repair.fileio import check_folder_overrides, flat, read_json, write_json_atomic
+from repair.purity.config import check_renamed, renamed
 from repair.stages import Translators
 
 if TYPE_CHECKING:
@@ -36,17 +37,6 @@ def plain(node: DictConfig) -> dict:
     return OmegaConf.to_container(node, resolve=True)
 
 
-def flat(cfg: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in cfg.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            out.update(flat(v, key + "."))
-        else:
-            out[key] = v
-    return out
-
-
 def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
     """Refuse to mix a run folder with another configuration; name the first key that differs."""
     current = OmegaConf.to_container(cfg, resolve=True)
@@ -56,7 +46,8 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
         return
     saved = read_json(path)
     ignored = tuple(cfg.resume_ignores)
-    a, b = flat(saved), flat(current)
+    a = {renamed(k, "purity.") or k: v for k, v in flat(saved).items()}  # a run from before a key was renamed
+    b = flat(current)
     for key in sorted(set(a) | set(b)):
         if any(key == k or key.startswith(k + ".") for k in ignored):
             continue
@@ -195,5 +186,6 @@ def main(cfg: DictConfig) -> str:
 
 
 if __name__ == "__main__":
+    exit_on_user_error(check_renamed)(sys.argv[1:], "purity.")
     exit_on_user_error(check_folder_overrides)(sys.argv[1:], ["run_dir"])  # Hydra makes run_dir before main runs
     main()

@@ -1,15 +1,25 @@
-"""The table of recorded translations (`translator=table`; the translator classes are chosen in
-repair.nmt.backends, and `Translator`, the interface, lives in repair.nmt.base, importable from here too)."""
+"""The interface every translator implements (Purity's view of a translator), and the table of recorded
+translations (`translator=table`). The translator classes are chosen in repair.nmt.backends."""
 
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from pathlib import Path
 
 from repair.errors import UserError
-from repair.nmt.base import Translator  # the interface, importable from here too
 
 log = logging.getLogger(__name__)
+
+
+class Translator(ABC):
+    """Translates a batch of English texts into Chinese, one output per input, in order."""
+
+    name: str = "translator"
+
+    @abstractmethod
+    def translate(self, texts: list[str]) -> list[str]:
+        ...
 
 
 class MissingTranslations(UserError):

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from repair.nmt.base import Translator
+    from repair.purity.translators import Translator
     from repair.nmt.preprocessing import ModelFiles
 
 

@@ -57,7 +57,7 @@ def run(out: Path, issues: list[dict], review: dict, references: dict | None = N
     """The corrections of `issues` and the review's figures, by the `review` group's method, into `out`.
     A review once done (done.json) is not done again, and its corrections may not change afterwards."""
     from repair.review.store import CorrectionStore, load_corrections, review_stats
-    from repair.verify import by_relation
+    from repair.stats import by_relation
 
     done = out / "done.json"
     corrections_path = out / "corrections.jsonl"

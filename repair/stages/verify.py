@@ -47,7 +47,7 @@ def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Pat
     models' runs wrote: Purity folders on the held-out sentences and BLEU test set translations."""
     from repair.purity.run import TRANSLATIONS
     from repair.purity.translators import read_table
-    from repair.verify import classify_changes, heldout_comparison
+    from repair.stats import classify_changes, heldout_comparison
 
     rows = []
     out = {}
@@ -81,7 +81,7 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     """
     from repair.data.prepare import read_clean_pairs
     from repair.stages.finetune import read_sources
-    from repair.verify import bleu_significance, purity_regressions, verify_fixes
+    from repair.stats import bleu_significance, purity_regressions, verify_fixes
 
     verify_path = out / "verify.json"
     if verify_path.exists():

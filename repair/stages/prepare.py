@@ -13,6 +13,8 @@ from repair.stages import Data
 class DataSet:
     """One kind of data (`data=NAME`): `collect` writes or finds its raw splits, the rest is shared."""
 
+    extra_options = ("prepare", "sentences", "references")  # what a kind takes through **common
+
     def __init__(self, dir: str, prepare: dict | None = None, sentences: str | None = None,
                  references: str | None = None):
         self.dir = Path(dir)

@@ -244,7 +244,7 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indice
         if indices is None:
             indices = list(range(len(sentences)))
         run.purity(data.dir).run(out, checkpoint, [sentences[i] for i in indices], [i + 1 for i in indices],
-                                 str(data.sentences))
+                                 str(data.sentences), suggest=plain(run.cfg.purity).get("suggest"))
     return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
 
 

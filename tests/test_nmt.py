@@ -398,3 +398,43 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     assert not unmet.met and unmet.text == plain[0]
     with pytest.raises(UserError, match="constraint lists"):
         translate_constrained(translator, sources, wanted[:2])
+
+
+def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(translator):
+    from repair.purity.relations.base import Case
+    from repair.purity.relations.replace import ReplaceRelation
+    from repair.purity.relations.rti import RTIRelation
+    from repair.purity.suggest import add_suggestions, best_suggestion
+
+    rti, replace = RTIRelation(stopwords=[]), ReplaceRelation(stopwords=[], candidates="context")
+    container, np_ = "The old horse helps the red farmer .", "the red farmer"
+    pairs = [("The teacher likes the clever student .", "The teacher likes the clever child .", "student", "child"),
+             ("The doctor visits the old friend .", "The doctor visits the old bird .", "friend", "bird")]
+    texts = [container, np_] + [t for p in pairs for t in p[:2]]
+    translation = dict(zip(texts, translator.translate(texts)))
+    # The tiny model translates sentences only (it never saw a lone word): the words' translations from its lexicon.
+    translation.update({w: zh for _, pairs_ in corpus.lexicon().items() for w, zh in pairs_})
+    cases = {"rti": Case("rti", container, (("container", container), ("rti", np_)), (container, np_))}
+    for n, (o, m, w, new) in enumerate(pairs):
+        cases[f"r{n}"] = Case("replace", o, (("original", o), ("mutant", m)), (o, m, w, new), {"replaced": [w, new]})
+    relations = {"rti": rti, "replace": replace}
+    issues = [{"id": k, "relation": c.relation} for k, c in cases.items()]
+    assert all(relations[c.relation].check(c, translation).distance > 0 for c in cases.values()), translation
+    figures = add_suggestions(issues, cases, relations, translation, translator, beam=4)
+    assert figures["searched"] == 6 and figures["seconds"] > 0
+    by_id = {i["id"]: i for i in issues}
+    # The container forced to contain the RTI's translation.
+    assert translation[np_] in best_suggestion(by_id["rti"], "container")["text"]
+    # Each replacement side again, with the other's translation outside the replaced word: the model's own
+    # "clever" comes back in the original (its reference), its dropped "old" in the mutant.
+    assert best_suggestion(by_id["r0"], "original")["text"] == "老师帮助聪明的学生。"
+    assert best_suggestion(by_id["r1"], "mutant")["text"] == "医生拜访老鸟。"
+    for issue in issues:
+        scores = [s["score"] for s in issue["suggestions"]]
+        assert scores == sorted(scores, reverse=True)
+        for s in issue["suggestions"]:
+            case = cases[issue["id"]]
+            source = dict(case.sides)[s["role"]]
+            assert relations[case.relation].check(case, {**translation, source: s["text"]}).distance == 0
+            assert "beam search" in s["origin"] and s["text"] != translation[source]
+    assert figures["offered"] == sum(len(i["suggestions"]) for i in issues) >= 3

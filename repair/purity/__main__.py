@@ -64,6 +64,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
         relations=list(cfg.relations),
         relation_options={name: OmegaConf.to_container(cfg[name], resolve=True)
                           for name in cfg.relations if cfg.get(name) is not None},
+        suggest=OmegaConf.to_container(cfg.suggest, resolve=True) if cfg.get("suggest") is not None else None,
     )
     print(summary_table(summary), flush=True)
     return summary

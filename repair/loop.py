@@ -269,7 +269,7 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
         extra = {}
         references = data.reference_table if data is not None else None
         if method == "oracle":
-            from repair.review.oracle import oracle_review
+            from repair.review.oracle import oracle_review, suggestion_figures
 
             if references is None:
                 raise UserError(
@@ -277,7 +277,7 @@ def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[l
                     "use review=file or review=web"
                 )
             result = oracle_review(issues, references, out)
-            extra = {"needs_person": result.get("needs_person", 0)}
+            extra = {"needs_person": result.get("needs_person", 0), "suggestions": suggestion_figures(issues, references)}
         elif method == "file":
             from repair.review.sheet import file_review
 

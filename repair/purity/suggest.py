@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from repair.issues import best_suggestion  # noqa: F401 (where readers of suggestions find it)
 from repair.purity.relations.base import Case, Relation
 
 log = logging.getLogger(__name__)
@@ -140,8 +141,3 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     seconds = round(time.perf_counter() - start, 3)
     log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), len(keys), seconds)
     return {"seconds": seconds, "searched": len(keys), "offered": offered}
-
-
-def best_suggestion(issue: dict, role: str) -> dict | None:
-    """The issue's best suggestion for side `role`, or None."""
-    return next((s for s in issue.get("suggestions") or () if s.get("role") == role), None)

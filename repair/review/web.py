@@ -203,8 +203,11 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
                 or not (kind is None or isinstance(kind, str))):
             return answer({"error": f"bad judgment: 'wrong' must list sides of the issue ({' / '.join(names)}), "
                                     "'kind' be a text and 'corrections' map each side to a text"}, 400)
+        how = body.get("how")
+        if how is not None and not isinstance(how, dict):
+            return answer({"error": "bad judgment: 'how' must map each wrong side to {origin, typed}"}, 400)
         try:
-            j = store.record(issue, wrong, kind, {s: corrections.get(s, "") for s in wrong})
+            j = store.record(issue, wrong, kind, {s: corrections.get(s, "") for s in wrong}, how=how)
         except UserError as e:
             return answer({"error": str(e)}, 400)
         return answer({"judgment": j, "stats": store.stats(), "prefill": prefill()})

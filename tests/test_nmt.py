@@ -396,6 +396,9 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     # A phrase the dictionary cannot spell is reported unmet, not dropped in silence.
     unmet = translate_constrained(translator, sources[:1], [["𠀀鼹"]], beam=4)[0][0]
     assert not unmet.met and unmet.text == plain[0]
+    # A phrase longer than the output cap allows ends at the cap, reported unmet.
+    cut = translate_constrained(translator, sources[:2], [["老师" * 30], ["学生"]], beam=4)
+    assert not cut[0][0].met and cut[1][0].met
     with pytest.raises(UserError, match="constraint lists"):
         translate_constrained(translator, sources, wanted[:2])
 

@@ -102,6 +102,27 @@ def encode_phrase(translator, phrase: str) -> list[int] | None:
     return ids
 
 
+def _search(tgt_dict, ordered: bool, final_step: int):
+    """fairseq's LexicallyConstrainedBeamSearch that lets every hypothesis end at the output cap.
+
+    fairseq's search forbids the end of sentence until a hypothesis has met its constraints, also at the cap's
+    step, where the generator allows nothing else: no hypothesis ends and the generator's assertion fails. At
+    that step this one searches as plain beam search, so that unmet hypotheses end there (reported unmet)."""
+    from fairseq.search import LexicallyConstrainedBeamSearch
+
+    class CappedSearch(LexicallyConstrainedBeamSearch):
+        def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+            if step < final_step:
+                return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+            states, self.constraint_states = self.constraint_states, []
+            try:
+                return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+            finally:
+                self.constraint_states = states
+
+    return CappedSearch(tgt_dict, "ordered" if ordered else "unordered")
+
+
 def translate_constrained(
     model,
     sources: Sequence[str],
@@ -116,7 +137,6 @@ def translate_constrained(
     output caps are reused), ModelFiles or a checkpoint path. Sources are batched as the translator
     batches them (length buckets up to max_tokens); `ordered` phrases appear in the order given."""
     import torch
-    from fairseq import search
     from fairseq.data import data_utils
     from fairseq.sequence_generator import SequenceGenerator
     from fairseq.token_generation_constraints import pack_constraints
@@ -154,14 +174,15 @@ def translate_constrained(
         idx = [todo[b] for b in batch]
         tokens = [encoded[i] for i in idx]
         constrained = any(spelled[i] for i in idx)
-        strategy = search.LexicallyConstrainedBeamSearch(t.tgt_dict, "ordered" if ordered else "unordered") \
-            if constrained else None
+        width = t.bucket(max(len(x) for x in tokens))
+        final_step = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)  # the generator's cap
+        strategy = _search(t.tgt_dict, ordered, final_step) if constrained else None
         generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=beam, max_len_a=caps.max_len_a,
                                       max_len_b=caps.max_len_b, max_len=caps.max_len, len_penalty=caps.len_penalty,
                                       search_strategy=strategy)
         sample = {"net_input": {
             "src_tokens": data_utils.collate_tokens(tokens, pad, eos, left_pad=True,
-                                                    pad_to_length=t.bucket(max(len(x) for x in tokens))).to(t.device),
+                                                    pad_to_length=width).to(t.device),
             "src_lengths": torch.tensor([len(x) for x in tokens], device=t.device),
         }}
         packed = pack_constraints([spelled[i] for i in idx]).to(t.device) if constrained else None

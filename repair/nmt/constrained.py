@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,14 +104,19 @@ def encode_phrase(translator, phrase: str) -> list[int] | None:
 
 
 def _search(tgt_dict, ordered: bool, final_step: int):
-    """fairseq's LexicallyConstrainedBeamSearch that lets every hypothesis end at the output cap.
+    """fairseq's LexicallyConstrainedBeamSearch, with two changes.
 
-    fairseq's search forbids the end of sentence until a hypothesis has met its constraints, also at the cap's
-    step, where the generator allows nothing else: no hypothesis ends and the generator's assertion fails. At
-    that step this one searches as plain beam search, so that unmet hypotheses end there (reported unmet)."""
+    - Every hypothesis may end at the output cap. fairseq's search forbids the end of sentence until a hypothesis
+      has met its constraints, also at the cap's step, where the generator allows nothing else: no hypothesis
+      ends and the generator's assertion fails. At that step this one searches as plain beam search, so that
+      unmet hypotheses end there (and are reported unmet).
+    - Its per-sentence step (step_sentence) does the same on Python lists instead of one tensor element at a
+      time: the same candidates, banks, de-duplication and round-robin stripes, several times faster.
+    """
+    import torch
     from fairseq.search import LexicallyConstrainedBeamSearch
 
-    class CappedSearch(LexicallyConstrainedBeamSearch):
+    class Search(LexicallyConstrainedBeamSearch):
         def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
             if step < final_step:
                 return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
@@ -120,7 +126,48 @@ def _search(tgt_dict, ordered: bool, final_step: int):
             finally:
                 self.constraint_states = states
 
-    return CappedSearch(tgt_dict, "ordered" if ordered else "unordered")
+        def step_sentence(self, step, sentno, lprobs, constraint_states, beams_buf, indices_buf, scores_buf):
+            device = lprobs.device
+            beams, indices, scores = beams_buf.tolist(), indices_buf.tolist(), scores_buf.tolist()
+            # STEP 2: every beam item's next constraint tokens are candidates too
+            extra_beams, extra_tokens = [], []
+            for beamno, state in enumerate(constraint_states):
+                tokens = list(state.next_tokens())
+                extra_tokens += tokens
+                extra_beams += [beamno] * len(tokens)
+                if step == 0:  # one beam item at the first step
+                    break
+            if extra_tokens:
+                beams += extra_beams
+                indices += extra_tokens
+                scores += lprobs[extra_beams, extra_tokens].tolist()
+            # STEP 3: each candidate's state and bank (constraint tokens met)
+            states = [constraint_states[b].advance(t) for b, t in zip(beams, indices)]
+            total = len(constraint_states[0].tokens)
+            # STEP 4: by bank (furthest first), then score
+            order = sorted(range(len(states)), key=lambda i: (total - states[i].bank) * 100 - scores[i])
+            # STEP 5: the same (beam, token) once
+            kept, last = [], None
+            for i in order:
+                key = (beams[i], indices[i])
+                if key != last:
+                    kept.append(i)
+                last = key
+            # STEP 6-7: round-robin stripes across banks, then truncate to the candidates' size
+            stripe, count, bank = {}, -1, None
+            width = len(kept) + 1
+            for i in kept:
+                b = states[i].bank
+                count = count + 1 if b == bank else 0
+                bank = b
+                stripe[i] = total - b + count * width
+            chosen = sorted(kept, key=lambda i: stripe[i])[: self.num_cands]
+            return (torch.tensor([scores[i] for i in chosen], device=device),
+                    torch.tensor([indices[i] for i in chosen], device=device, dtype=torch.long),
+                    torch.tensor([beams[i] for i in chosen], device=device, dtype=torch.long),
+                    [states[i] for i in chosen])
+
+    return Search(tgt_dict, "ordered" if ordered else "unordered")
 
 
 def translate_constrained(
@@ -131,11 +178,14 @@ def translate_constrained(
     beam: int = 5,
     nbest: int = 1,
     ordered: bool = True,
+    max_lengths: Sequence[int | None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Each source translated with its constraints (target phrases it must contain), `nbest`
     hypotheses each, best first. `model`: a FairseqTranslator (its model, codecs, batching and
     output caps are reused), ModelFiles or a checkpoint path. Sources are batched as the translator
-    batches them (length buckets up to max_tokens); `ordered` phrases appear in the order given."""
+    batches them (length buckets up to max_tokens), decoded by the translator's workers side by side;
+    `ordered` phrases appear in the order given. `max_lengths`: per source, at most this many target tokens
+    (a batch stops at the longest of its sources'; None: the translator's output cap)."""
     import torch
     from fairseq.data import data_utils
     from fairseq.sequence_generator import SequenceGenerator
@@ -143,6 +193,8 @@ def translate_constrained(
 
     if isinstance(sources, str):
         raise TypeError("translate_constrained() takes a list of sources")
+    if max_lengths is not None and len(max_lengths) != len(sources):
+        raise UserError(f"{len(max_lengths)} max_lengths for {len(sources)} sources: give one per source")
     if len(constraints) != len(sources):
         raise UserError(f"{len(constraints)} constraint lists for {len(sources)} sources: give one list per source")
     if beam < 1 or not 1 <= nbest <= beam:
@@ -170,16 +222,17 @@ def translate_constrained(
     if t.threads and torch.get_num_threads() != t.threads:
         torch.set_num_threads(t.threads)
 
-    for batch in t._batches([len(encoded[i]) for i in todo]):
+    def run(batch: list[int]) -> None:
         idx = [todo[b] for b in batch]
         tokens = [encoded[i] for i in idx]
         constrained = any(spelled[i] for i in idx)
         width = t.bucket(max(len(x) for x in tokens))
-        final_step = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)  # the generator's cap
-        strategy = _search(t.tgt_dict, ordered, final_step) if constrained else None
-        generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=beam, max_len_a=caps.max_len_a,
-                                      max_len_b=caps.max_len_b, max_len=caps.max_len, len_penalty=caps.len_penalty,
-                                      search_strategy=strategy)
+        cap = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)  # the generator's cap
+        if max_lengths is not None:
+            cap = min(cap, max(cap if max_lengths[i] is None else max(1, int(max_lengths[i])) for i in idx))
+        strategy = _search(t.tgt_dict, ordered, cap) if constrained else None
+        generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=beam, max_len_a=0, max_len_b=cap,
+                                      max_len=caps.max_len, len_penalty=caps.len_penalty, search_strategy=strategy)
         sample = {"net_input": {
             "src_tokens": data_utils.collate_tokens(tokens, pad, eos, left_pad=True,
                                                     pad_to_length=width).to(t.device),
@@ -193,4 +246,15 @@ def translate_constrained(
                 text = t.tgt_codec.decode(" ".join(symbols[x] for x in h["tokens"].tolist() if x not in ignore))
                 out[i].append(Hypothesis(text, float(h["score"]), contains_all(text, phrases[i], zh)
                                          if ordered else all(_squash(p, zh) in _squash(text, zh) for p in phrases[i])))
+
+    batches = t._batches([len(encoded[i]) for i in todo])
+    if t.workers == 1 or len(batches) < 2:
+        for batch in batches:
+            run(batch)
+        return out
+    # beam search spends much of each step in Python: a second batch computes while the first is between
+    # operations (each batch has its own generator and search state; the model is shared, read-only)
+    batches.sort(key=lambda b: -len(b) * t.bucket(max(len(encoded[todo[i]]) for i in b)))
+    with ThreadPoolExecutor(t.workers, thread_name_prefix="constrained") as pool:
+        list(pool.map(run, batches))
     return out

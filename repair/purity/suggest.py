@@ -55,6 +55,13 @@ def fairseq_for(translator, beam: int):
     return fs, f", fairseq on the {translator.name} model's checkpoint"
 
 
+def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 3) -> int:
+    """Target tokens a suggestion may take: the side's translation and the phrases it must contain, and a few
+    more. A consistent translation of the same source is not much longer; a search past that is wasted."""
+    texts = [current, *phrases]
+    return sum(len(line.split()) for line in translator.tgt_codec.encode_all(texts)) + slack
+
+
 def rti_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
     container, rti = case.texts[:2]
     rt = translation[rti]
@@ -121,7 +128,8 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     for constrained in (True, False):  # batches with constraints apart: plain beam search is much faster
         group = [key for key in keys if bool(key[1]) == constrained]
         if group:
-            hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=beam, nbest=nbest)
+            hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=beam, nbest=nbest,
+                                         max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
             found.update(zip(group, hyps))
     offered = 0
     for r in requests:

@@ -37,6 +37,18 @@ class Request:
     origin: str
 
 
+def searchless(translator) -> str | None:
+    """Why no suggestion can be searched with this translator (None: one can)."""
+    from repair.nmt.translator import FairseqTranslator
+
+    if isinstance(translator, FairseqTranslator):
+        return None
+    files = getattr(translator, "files", None)
+    if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
+        return f"translator={getattr(translator, 'name', '?')} has no fairseq checkpoint to search"
+    return None
+
+
 def fairseq_for(translator, beam: int):
     """The FairseqTranslator that searches for suggestions, and a note for the origin (empty for fairseq itself);
     (None, why) when the translator has no fairseq checkpoint (a table of translations, a converted model alone)."""
@@ -44,9 +56,10 @@ def fairseq_for(translator, beam: int):
 
     if isinstance(translator, FairseqTranslator):
         return translator, ""
-    files = getattr(translator, "files", None)
-    if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
-        return None, f"translator={getattr(translator, 'name', '?')} has no fairseq checkpoint to search"
+    why = searchless(translator)
+    if why:
+        return None, why
+    files = translator.files
     threads = getattr(translator, "threads", None)
     workers = getattr(translator, "workers", 1) or 1
     device = getattr(translator, "device", "auto")
@@ -107,9 +120,10 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     start = time.perf_counter()
     for issue in issues:
         issue["suggestions"] = []
-    if not issues:
-        return {"seconds": 0.0, "searched": 0, "offered": 0}
-    fs, note = fairseq_for(translator, beam)
+    fs, note = fairseq_for(translator, beam) if issues else (None, "")
+    if fs is None and not issues:
+        why = searchless(translator)
+        return {"seconds": 0.0, "searched": 0, "offered": 0, **({"skipped": why} if why else {})}
     if fs is None:
         log.info("suggestions: none (%s)", note)
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}

@@ -113,10 +113,45 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
 REQUESTS = {"rti": rti_requests, "replace": replace_requests}
 
 
+def is_subsequence(short: str, long: str) -> bool:
+    """Whether `short` is `long` with some characters left out."""
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def together(requests: list[Request], issues: list[dict]) -> list[Request]:
+    """The RTI container requests again, one per container with the translations of all its RTIs (those that
+    are part of another left out): a container that lacks several is suggested with all of them, and each of its
+    issues is consistent with that one suggestion."""
+    phrases: dict[str, list[str]] = {}
+    for r in requests:
+        if issues[r.issue]["relation"] == "rti" and r.role == "container":
+            phrases.setdefault(r.source, [])
+            if r.constraints[0] not in phrases[r.source]:
+                phrases[r.source].append(r.constraints[0])
+    out = []
+    for r in requests:
+        if issues[r.issue]["relation"] == "rti" and r.role == "container" and len(phrases[r.source]) > 1:
+            ps = phrases[r.source]
+            kept = tuple(p for p in ps if not any(p != q and p in q for q in ps))
+            out.append(Request(r.issue, r.role, r.source, kept, r.origin.replace(
+                "to contain the RTI's translation", "to contain the translations of all its RTIs")))
+    return out
+
+
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
-                    translation: Mapping[str, str], translator, *, beam: int = 5, nbest: int | None = None) -> dict:
+                    translation: Mapping[str, str], translator, *, beam: int = 5, nbest_beam: int = 10,
+                    min_score: float | None = None) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
-    (why no search ran) when the translator cannot search."""
+    (why no search ran) when the translator cannot search.
+
+    beam: of the constrained searches; nbest_beam: of the n-best lists (plain beam search, each hypothesis kept);
+    min_score: hypotheses scored lower (log-probability per token) are not offered. A hypothesis that only leaves
+    out part of the side's translation is not offered either: it agrees by translating less.
+
+    Searches: first every side's own (an RTI container that lacks the translations of several RTIs: with all of
+    them, in any order), then, for a container whose search with all of them gave nothing for an issue, with
+    that issue's RTI alone."""
     start = time.perf_counter()
     for issue in issues:
         issue["suggestions"] = []
@@ -127,7 +162,6 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     if fs is None:
         log.info("suggestions: none (%s)", note)
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}
-    nbest = nbest or beam
     requests: list[Request] = []
     for k, issue in enumerate(issues):
         make = REQUESTS.get(issue["relation"])
@@ -136,30 +170,57 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
             requests.extend(make(k, issue, case, translation, note))
     from repair.nmt.constrained import translate_constrained
 
-    # each distinct (source, phrases) searched once: the same container or RTI is in many issues
-    keys = list(dict.fromkeys((r.source, r.constraints) for r in requests))
-    found = {}
-    for constrained in (True, False):  # batches with constraints apart: plain beam search is much faster
-        group = [key for key in keys if bool(key[1]) == constrained]
-        if group:
-            hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=beam, nbest=nbest,
-                                         max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
-            found.update(zip(group, hyps))
-    offered = 0
-    for r in requests:
+    searched = 0
+
+    def search(reqs: list[Request], ordered: bool) -> dict:
+        """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
+        (an n-best list) apart from constrained ones, much faster."""
+        nonlocal searched
+        keys = list(dict.fromkeys((r.source, r.constraints) for r in reqs))
+        searched += len(keys)
+        found = {}
+        for constrained in (True, False):
+            group = [key for key in keys if bool(key[1]) == constrained]
+            if group:
+                width = beam if constrained else max(beam, nbest_beam)
+                hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=width,
+                                             nbest=width, ordered=ordered,
+                                             max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
+                found.update(zip(group, hyps))
+        return found
+
+    def offer(r: Request, hyps) -> bool:
+        """The best hypothesis that makes the pair consistent, as the issue's suggestion for the side."""
         issue = issues[r.issue]
         case = cases[issue["id"]]
-        current = translation[r.source]
-        for h in found[(r.source, r.constraints)]:
-            if not h.met or not h.text.strip() or "".join(h.text.split()) == "".join(current.split()):
+        current = "".join(translation[r.source].split())
+        for h in hyps:
+            text = "".join(h.text.split())
+            if not h.met or not text or text == current or (min_score is not None and h.score < min_score):
+                continue
+            if len(text) < len(current) and is_subsequence(text, current):
                 continue
             if relations[issue["relation"]].check(case, {**translation, r.source: h.text}).distance != 0:
                 continue
             issue["suggestions"].append({"role": r.role, "text": h.text, "origin": r.origin, "score": round(h.score, 4)})
-            offered += 1
-            break
+            return True
+        return False
+
+    merged = together(requests, issues)
+    alone = {(r.issue, r.role) for r in merged}
+    first = [r for r in requests if (r.issue, r.role) not in alone]
+    found = search(first, ordered=True)
+    offered = sum(offer(r, found[(r.source, r.constraints)]) for r in first)
+    if merged:
+        found = search(merged, ordered=False)
+        failed = {(r.issue, r.role) for r in merged if not offer(r, found[(r.source, r.constraints)])}
+        offered += len(merged) - len(failed)
+        again = [r for r in requests if (r.issue, r.role) in failed]
+        if again:
+            found = search(again, ordered=True)
+            offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
     for issue in issues:
         issue["suggestions"].sort(key=lambda s: -s["score"])
     seconds = round(time.perf_counter() - start, 3)
-    log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), len(keys), seconds)
-    return {"seconds": seconds, "searched": len(keys), "offered": offered}
+    log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), searched, seconds)
+    return {"seconds": seconds, "searched": searched, "offered": offered}

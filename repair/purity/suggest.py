@@ -69,10 +69,11 @@ def fairseq_for(translator, beam: int):
 
 
 def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 3) -> int:
-    """Target tokens a suggestion may take: the side's translation and the phrases it must contain, and a few
-    more. A consistent translation of the same source is not much longer; a search past that is wasted."""
-    texts = [current, *phrases]
-    return sum(len(line.split()) for line in translator.tgt_codec.encode_all(texts)) + slack
+    """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain,
+    and a few more. A consistent translation of the same source is not much longer; a search past that is
+    wasted (fairseq's search does not end a hypothesis before it has all its phrases)."""
+    lines = translator.tgt_codec.encode_all([current, *phrases])
+    return max(len(lines[0].split()), sum(len(line.split()) for line in lines[1:])) + slack
 
 
 def rti_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
@@ -111,6 +112,8 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
 
 
 REQUESTS = {"rti": rti_requests, "replace": replace_requests}
+SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
+           "own translation, and the rest of it (constrained beam search")
 
 
 def is_subsequence(short: str, long: str) -> bool:
@@ -119,28 +122,49 @@ def is_subsequence(short: str, long: str) -> bool:
     return all(ch in it for ch in short)
 
 
-def together(requests: list[Request], issues: list[dict]) -> list[Request]:
-    """The RTI container requests again, one per container with the translations of all its RTIs (those that
-    are part of another left out): a container that lacks several is suggested with all of them, and each of its
-    issues is consistent with that one suggestion."""
-    phrases: dict[str, list[str]] = {}
-    for r in requests:
-        if issues[r.issue]["relation"] == "rti" and r.role == "container":
-            phrases.setdefault(r.source, [])
-            if r.constraints[0] not in phrases[r.source]:
-                phrases[r.source].append(r.constraints[0])
-    out = []
-    for r in requests:
-        if issues[r.issue]["relation"] == "rti" and r.role == "container" and len(phrases[r.source]) > 1:
-            ps = phrases[r.source]
-            kept = tuple(p for p in ps if not any(p != q and p in q for q in ps))
-            out.append(Request(r.issue, r.role, r.source, kept, r.origin.replace(
-                "to contain the RTI's translation", "to contain the translations of all its RTIs")))
-    return out
+def best_window(text: str, part: str) -> tuple[int, int, int]:
+    """(start, end, distance): the span of `text` closest to `part` in edit distance (approximate substring
+    matching: the match may start and end anywhere in `text`)."""
+    n = len(text)
+    prev, prev_start = [0] * (n + 1), list(range(n + 1))
+    for i, ch in enumerate(part, 1):
+        cur, cur_start = [i] + [0] * n, [0] * (n + 1)
+        for j in range(1, n + 1):
+            best, start = prev[j - 1] + (ch != text[j - 1]), prev_start[j - 1]
+            if prev[j] + 1 < best:
+                best, start = prev[j] + 1, prev_start[j]
+            if cur[j - 1] + 1 < best:
+                best, start = cur[j - 1] + 1, cur_start[j - 1]
+            cur[j], cur_start[j] = best, start
+        prev, prev_start = cur, cur_start
+    end = min(range(n + 1), key=lambda j: (prev[j], abs(j - prev_start[j] - len(part))))
+    return prev_start[end], end, prev[end]
+
+
+def spliced(current: str, parts: Sequence[str]) -> tuple[str, ...]:
+    """The phrases a container's new translation must contain, in order: each RTI's translation in place of the
+    span of the container's translation that is closest to it, and the container's own translation around them.
+    An RTI's translation with no close span (more than half of it differs), or whose span overlaps an earlier
+    one's, is left out (its issue is searched again with it alone); parts inside another part are left to that
+    one. With no span at all: the parts themselves."""
+    parts = [p for p in dict.fromkeys(parts) if not any(p != q and p in q for q in parts)]
+    spans = []
+    for p in parts:
+        a, b, d = best_window(current, p)
+        if d * 2 <= len(p) and not any(a < y and x < b for x, y, _ in spans):
+            spans.append((a, b, p))
+    if not spans:
+        return tuple(parts)
+    out, pos = [], 0
+    for a, b, p in sorted(spans):
+        out += [current[pos:a], p]
+        pos = b
+    out.append(current[pos:])
+    return tuple(x for x in out if x.strip())
 
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
-                    translation: Mapping[str, str], translator, *, beam: int = 5, nbest_beam: int = 10,
+                    translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
                     min_score: float | None = None) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
@@ -149,9 +173,9 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     min_score: hypotheses scored lower (log-probability per token) are not offered. A hypothesis that only leaves
     out part of the side's translation is not offered either: it agrees by translating less.
 
-    Searches: first every side's own (an RTI container that lacks the translations of several RTIs: with all of
-    them, in any order), then, for a container whose search with all of them gave nothing for an issue, with
-    that issue's RTI alone."""
+    An RTI container is searched once, for all its issues: forced to contain each RTI's translation where the
+    container's translation has the span closest to it, and the rest of its own translation around them; where
+    that gives an issue nothing, again with that issue's RTI's translation alone."""
     start = time.perf_counter()
     for issue in issues:
         issue["suggestions"] = []
@@ -182,11 +206,14 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
         for constrained in (True, False):
             group = [key for key in keys if bool(key[1]) == constrained]
             if group:
+                began = time.perf_counter()
                 width = beam if constrained else max(beam, nbest_beam)
                 hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=width,
                                              nbest=width, ordered=ordered,
                                              max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
                 found.update(zip(group, hyps))
+                log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
+                          "constrained" if constrained else "n-best", width, time.perf_counter() - began)
         return found
 
     def offer(r: Request, hyps) -> bool:
@@ -206,19 +233,20 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
             return True
         return False
 
-    merged = together(requests, issues)
-    alone = {(r.issue, r.role) for r in merged}
-    first = [r for r in requests if (r.issue, r.role) not in alone]
+    # an RTI container once, with all its RTIs' translations spliced into its own translation
+    parts: dict[str, list[str]] = {}
+    for r in requests:
+        if issues[r.issue]["relation"] == "rti" and r.role == "container":
+            parts.setdefault(r.source, []).append(r.constraints[0])
+    first = [Request(r.issue, r.role, r.source, spliced(translation[r.source], parts[r.source]), SPLICED + note + ")")
+             if issues[r.issue]["relation"] == "rti" and r.role == "container" else r for r in requests]
     found = search(first, ordered=True)
-    offered = sum(offer(r, found[(r.source, r.constraints)]) for r in first)
-    if merged:
-        found = search(merged, ordered=False)
-        failed = {(r.issue, r.role) for r in merged if not offer(r, found[(r.source, r.constraints)])}
-        offered += len(merged) - len(failed)
-        again = [r for r in requests if (r.issue, r.role) in failed]
-        if again:
-            found = search(again, ordered=True)
-            offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
+    failed = {k for k, r in enumerate(first) if not offer(r, found[(r.source, r.constraints)])}
+    offered = len(first) - len(failed)
+    again = [requests[k] for k in sorted(failed) if requests[k].constraints != first[k].constraints]
+    if again:
+        found = search(again, ordered=True)
+        offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
     for issue in issues:
         issue["suggestions"].sort(key=lambda s: -s["score"])
     seconds = round(time.perf_counter() - start, 3)

@@ -42,6 +42,7 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
     items, needs_person = [], []
+    corrected: dict[str, str] = {}
     for issue in map(upgrade, issues):
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):
@@ -52,11 +53,14 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         kinds = {r: guess_kind(model[r], refs[r]) for r in wrong}
         corrections = {r: refs[r].strip() for r in wrong}
         how = {}
-        for r in wrong:  # how a person at the page would have made it: the suggestion taken as it is, or typed
+        sources = {s["role"]: s["source"] for s in issue["sides"]}
+        for r in wrong:  # how a person at the page would have made it (as suggestion_figures counts it)
             best = best_suggestion(issue, r)
-            start = best["text"] if best else model[r]
+            earlier = corrected.get(sources[r])
+            start = earlier if earlier is not None else best["text"] if best else model[r]
             typed = edit_distance(start, corrections[r])
-            how[r] = {"origin": "suggestion" if best and typed == 0 else "edited", "typed": typed}
+            how[r] = {"origin": "suggestion" if best and earlier is None and typed == 0 else "edited", "typed": typed}
+            corrected[sources[r]] = corrections[r]
         items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds, how))
     store.record_many(items)
     if needs_person:

@@ -262,7 +262,7 @@ class CorrectionStore:
                 if issue_id not in g["issues"]:
                     g["issues"].append(issue_id)
                 g["time"] = j["time"]
-                if role in how:
+                if role in how and "origin" not in g:  # how it was made the first time; later issues reuse it
                     g.update(how[role])
                 groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "time") if k in g}
         return list(groups.values())

@@ -53,15 +53,20 @@ def feeds():
     from repair.purity.parsers.stanza import StanzaParser
     from repair.purity.rti import extract
     from repair.purity.run import run_purity
+    from repair.purity.suggest import add_suggestions
     from repair.review.web import serve_review
     from repair.verify import bleu_significance, classify_changes
 
     loop = composed("loop")
     app = composed("purity_app")
     shared = {k: v for k, v in app.items() if k not in ("parser", "translator", "input", "out", "hydra")}
+    # suggest: the test stage's step (run_purity without it suggests nothing, as verify's Purity runs do);
+    # its keys are add_suggestions' defaults
+    without = lambda group: {k: v for k, v in group.items() if k != "suggest"}  # noqa: E731
     return [
-        ("purity group (loop)", loop["purity"], run_purity, None),
-        ("purity group (repair.purity)", shared, run_purity, None),
+        ("purity group (loop)", without(loop["purity"]), run_purity, None),
+        ("purity group (repair.purity)", without(shared), run_purity, None),
+        ("purity.suggest", loop["purity"]["suggest"], add_suggestions, None),
         ("purity group: RTI rule", loop["purity"], extract, None),
         ("finetune", loop["finetune"], finetune_model, None),
         ("seed", {"seed": loop["seed"]}, finetune_model, None),
@@ -109,5 +114,6 @@ def test_the_loop_passes_the_purity_group_on():
 
     purity = composed("loop", "purity.max_words=7", "purity.stop_tokens=['的']")["purity"]
     kwargs = purity_kwargs(OmegaConf.create({"purity": purity}))
-    assert set(kwargs) - {"relation_options"} == set(OmegaConf.load(CONF / "purity" / "default.yaml")) - {"replace"}
+    # suggest is the test stage's alone (stage_test passes it), not verify's
+    assert set(kwargs) - {"relation_options"} == set(OmegaConf.load(CONF / "purity" / "default.yaml")) - {"replace", "suggest"}
     assert kwargs["max_words"] == 7 and list(kwargs["stop_tokens"]) == ["的"]

@@ -247,7 +247,7 @@ def run_purity(
     seconds = {"initialization": init_seconds, "pair_construction": pair_seconds, "translation": translate_seconds,
                "detection": detect_seconds}
     suggested = suggest_corrections(issues, cases, relations, translation, translator, suggest)
-    if suggested is not None:
+    if suggested is not None and "skipped" not in suggested:
         seconds["suggestions"] = suggested["seconds"]
     summary = summarize(len(kept), skipped_lines, cases, text_list, by_relation, seconds, relations, {
         "parser": parser.name if parser is not None and trees is None else "trees",
@@ -286,5 +286,8 @@ def issues_markdown(issues: list[dict], translation: dict[str, str], lowest: int
                          f"{about['evidence'].rstrip(':').lower()}: {' '.join(issue['evidence'])}")
             for s in issue["sides"]:
                 lines += [f"  - {labels.get(s['role'], s['role'])}: {s['source']}", f"    → {s['translation']}"]
+            for x in issue.get("suggestions") or ():
+                lines.append(f"  - suggested for the {labels.get(x['role'], x['role'])}: {x['text']} "
+                             f"(score {x['score']:.2f})")
         lines.append("")
     return "\n".join(lines)

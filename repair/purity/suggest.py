@@ -165,7 +165,7 @@ def spliced(current: str, parts: Sequence[str]) -> tuple[str, ...]:
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
-                    min_score: float | None = None) -> dict:
+                    min_score: float | None = -1.0) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
 
@@ -177,8 +177,6 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     container's translation has the span closest to it, and the rest of its own translation around them; where
     that gives an issue nothing, again with that issue's RTI's translation alone."""
     start = time.perf_counter()
-    for issue in issues:
-        issue["suggestions"] = []
     fs, note = fairseq_for(translator, beam) if issues else (None, "")
     if fs is None and not issues:
         why = searchless(translator)
@@ -186,6 +184,8 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     if fs is None:
         log.info("suggestions: none (%s)", note)
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}
+    for issue in issues:
+        issue["suggestions"] = []
     requests: list[Request] = []
     for k, issue in enumerate(issues):
         make = REQUESTS.get(issue["relation"])

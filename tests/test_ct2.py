@@ -239,6 +239,6 @@ def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint
     case = Case("replace", o, (("original", o), ("mutant", m)), (o, m, "student", "child"))
     relation = ReplaceRelation(stopwords=[], candidates="context")
     issues = [{"id": case.id, "relation": "replace"}]
-    figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4)
+    figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4, min_score=None)
     assert figures["searched"] >= 1 and issues[0]["suggestions"]
     assert all("fairseq on the ctranslate2 model's checkpoint" in s["origin"] for s in issues[0]["suggestions"])

@@ -123,14 +123,14 @@ def is_subsequence(short: str, long: str) -> bool:
 
 
 def best_window(text: str, part: str) -> tuple[int, int, int]:
-    """(start, end, distance): the span of `text` closest to `part` in edit distance (approximate substring
-    matching: the match may start and end anywhere in `text`)."""
+    """(start, end, distance): the span of `text` closest to `part` in insertions and deletions (a replaced
+    character counts two; approximate substring matching: the match may start and end anywhere in `text`)."""
     n = len(text)
     prev, prev_start = [0] * (n + 1), list(range(n + 1))
     for i, ch in enumerate(part, 1):
         cur, cur_start = [i] + [0] * n, [0] * (n + 1)
         for j in range(1, n + 1):
-            best, start = prev[j - 1] + (ch != text[j - 1]), prev_start[j - 1]
+            best, start = prev[j - 1] + 2 * (ch != text[j - 1]), prev_start[j - 1]
             if prev[j] + 1 < best:
                 best, start = prev[j] + 1, prev_start[j]
             if cur[j - 1] + 1 < best:
@@ -141,24 +141,26 @@ def best_window(text: str, part: str) -> tuple[int, int, int]:
     return prev_start[end], end, prev[end]
 
 
-def spliced(current: str, parts: Sequence[str]) -> tuple[str, ...]:
+def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, ...]:
     """The phrases a container's new translation must contain, in order: each RTI's translation in place of the
     span of the container's translation that is closest to it, and the container's own translation around them.
-    An RTI's translation with no close span (more than half of it differs), or whose span overlaps an earlier
-    one's, is left out (its issue is searched again with it alone); parts inside another part are left to that
-    one. With no span at all: the parts themselves."""
+    An RTI's translation with no close span (one with at least two characters in common and at least half of its
+    own), or whose span overlaps an earlier one's, is left out (its issue is searched again with it alone); parts inside another part are left to that
+    one. With no span at all: the parts themselves. `margin` characters of the container's translation on either
+    side of a span may be left to the search to fill (on the demo 1 or 2 gave fewer right suggestions than 0)."""
     parts = [p for p in dict.fromkeys(parts) if not any(p != q and p in q for q in parts)]
     spans = []
     for p in parts:
         a, b, d = best_window(current, p)
-        if d * 2 <= len(p) and not any(a < y and x < b for x, y, _ in spans):
+        shared = (len(p) + b - a - d) / 2  # characters the span and the part have in common
+        if shared >= 2 and shared * 2 >= b - a and not any(a < y and x < b for x, y, _ in spans):
             spans.append((a, b, p))
     if not spans:
         return tuple(parts)
     out, pos = [], 0
     for a, b, p in sorted(spans):
-        out += [current[pos:a], p]
-        pos = b
+        out += [current[pos:max(pos, a - margin)], p]
+        pos = min(len(current), b + margin)
     out.append(current[pos:])
     return tuple(x for x in out if x.strip())
 

@@ -154,6 +154,12 @@ def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, .
         a, b, d = best_window(current, p)
         shared = (len(p) + b - a - d) / 2  # characters the span and the part have in common
         if shared >= 2 and shared * 2 >= b - a and not any(a < y and x < b for x, y, _ in spans):
+            # a character or two next to the span that the part has too is the model's own rendering of it, moved
+            for _ in range(2):
+                if a > 0 and current[a - 1] in p and current[a - 1] not in "，。":
+                    a -= 1
+                if b < len(current) and current[b] in p and current[b] not in "，。":
+                    b += 1
             spans.append((a, b, p))
     if not spans:
         return tuple(parts)

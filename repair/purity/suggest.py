@@ -173,12 +173,13 @@ def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, .
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
-                    min_score: float | None = -1.0) -> dict:
+                    min_score: float | None = -1.0, retry: bool = False) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
 
     beam: of the constrained searches; nbest_beam: of the n-best lists (plain beam search, each hypothesis kept);
-    min_score: hypotheses scored lower (log-probability per token) are not offered. A hypothesis that only leaves
+    min_score: hypotheses scored lower (log-probability per token) are not offered; retry: search an RTI
+    container again with one RTI's translation alone where the search with all of them gave that issue nothing. A hypothesis that only leaves
     out part of the side's translation is not offered either: it agrees by translating less.
 
     An RTI container is searched once, for all its issues: forced to contain each RTI's translation where the
@@ -252,7 +253,7 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     failed = {k for k, r in enumerate(first) if not offer(r, found[(r.source, r.constraints)])}
     offered = len(first) - len(failed)
     again = [requests[k] for k in sorted(failed) if requests[k].constraints != first[k].constraints]
-    if again:
+    if again and retry:
         found = search(again, ordered=True)
         offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
     for issue in issues:

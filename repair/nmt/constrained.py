@@ -115,6 +115,7 @@ def _search(tgt_dict, ordered: bool, final_step: int):
     """
     import torch
     from fairseq.search import LexicallyConstrainedBeamSearch
+    from fairseq.token_generation_constraints import OrderedConstraintState
 
     class Search(LexicallyConstrainedBeamSearch):
         def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
@@ -142,10 +143,27 @@ def _search(tgt_dict, ordered: bool, final_step: int):
                 indices += extra_tokens
                 scores += lprobs[extra_beams, extra_tokens].tolist()
             # STEP 3: each candidate's state and bank (constraint tokens met)
-            states = [constraint_states[b].advance(t) for b, t in zip(beams, indices)]
+            if ordered:  # OrderedConstraintState.advance on plain numbers: the state objects only for those kept
+                sequence = constraint_states[0].sequence
+                seq, ends = sequence.sequences, sequence.endpoints
+                n = len(seq)
+                positions = []
+                for b, t in zip(beams, indices):
+                    at = constraint_states[b].state
+                    if at + 1 == n or ends[at]:  # finished, or between constraints (ends[-1]: at the root)
+                        positions.append(at if at + 1 == n or seq[at + 1] != t else at + 1)
+                    elif seq[at + 1] == t:
+                        positions.append(at + 1)
+                    else:
+                        positions.append(0 if t == seq[0] else -1)
+                banks = [at + 1 for at in positions]
+                states = None
+            else:
+                states = [constraint_states[b].advance(t) for b, t in zip(beams, indices)]
+                banks = [x.bank for x in states]
             total = len(constraint_states[0].tokens)
             # STEP 4: by bank (furthest first), then score
-            order = sorted(range(len(states)), key=lambda i: (total - states[i].bank) * 100 - scores[i])
+            order = sorted(range(len(banks)), key=lambda i: (total - banks[i]) * 100 - scores[i])
             # STEP 5: the same (beam, token) once
             kept, last = [], None
             for i in order:
@@ -157,7 +175,7 @@ def _search(tgt_dict, ordered: bool, final_step: int):
             stripe, count, bank = {}, -1, None
             width = len(kept) + 1
             for i in kept:
-                b = states[i].bank
+                b = banks[i]
                 count = count + 1 if b == bank else 0
                 bank = b
                 stripe[i] = total - b + count * width
@@ -165,7 +183,8 @@ def _search(tgt_dict, ordered: bool, final_step: int):
             return (torch.tensor([scores[i] for i in chosen], device=device),
                     torch.tensor([indices[i] for i in chosen], device=device, dtype=torch.long),
                     torch.tensor([beams[i] for i in chosen], device=device, dtype=torch.long),
-                    [states[i] for i in chosen])
+                    [states[i] for i in chosen] if states is not None else
+                    [OrderedConstraintState(sequence, positions[i]) for i in chosen])
 
     return Search(tgt_dict, "ordered" if ordered else "unordered")
 

@@ -68,7 +68,7 @@ def fairseq_for(translator, beam: int):
     return fs, f", fairseq on the {translator.name} model's checkpoint"
 
 
-def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 3) -> int:
+def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
     """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain,
     and a few more. A consistent translation of the same source is not much longer; a search past that is
     wasted (fairseq's search does not end a hypothesis before it has all its phrases)."""

@@ -3,7 +3,9 @@
     {"id", "relation", "distance", "sentence", "sides": [{"role", "source", "translation"}, ...], "evidence"}
 
 `sides` are the texts a person judges (each role once per issue); `evidence` the tokens that made the
-distance (for RTI the tokens of the RTI's translation missing from the container's). Review, fine-tuning,
+distance (for RTI the tokens of the RTI's translation missing from the container's). The test stage adds
+`suggestions: [{"role", "text", "origin", "score"}, ...]`, best first: translations of a side the model can
+produce that make the pair consistent (repair.purity.suggest); a record without them has none. Review, fine-tuning,
 verification and the report read only these keys. Records written before relations were objects
 (`container`, `container_translation`, `rti`, `rti_translation`, `missing`) are read as RTI issues.
 """
@@ -18,6 +20,7 @@ from repair.errors import UserError
 from repair.fileio import iter_jsonl
 
 SIDE_KEYS = ("role", "source", "translation")
+SUGGESTION_KEYS = ("role", "text", "origin", "score")
 _OLD_RTI_KEYS = ("container", "container_translation", "rti", "rti_translation")
 
 
@@ -67,6 +70,12 @@ def check_issue(obj, where: str) -> dict:
     names = [s["role"] for s in sides]
     if len(set(names)) != len(names) or not all(names):
         raise UserError(f"{where}: issue {obj['id']}: each side needs its own role, got {names}")
+    suggestions = obj.setdefault("suggestions", [])
+    if not isinstance(suggestions, list) or any(
+            not isinstance(x, dict) or x.get("role") not in names or not isinstance(x.get("text"), str)
+            or not isinstance(x.get("origin"), str) or not isinstance(x.get("score"), (int, float)) for x in suggestions):
+        raise UserError(f"{where}: issue {obj['id']}: 'suggestions' must be a list of {{\"role\" (one of {', '.join(names)}), "
+                        f"\"text\", \"origin\", \"score\"}}")
     obj.setdefault("relation", "rti")
     obj.setdefault("evidence", [])
     obj.setdefault("sentence", sides[0]["source"])
@@ -87,6 +96,11 @@ def side(issue: dict, role: str) -> dict:
         if s["role"] == role:
             return s
     raise KeyError(f"issue {issue.get('id')} has no side {role!r}")
+
+
+def best_suggestion(issue: dict, role: str) -> dict | None:
+    """The issue's best suggestion for side `role` (the first of its role), or None."""
+    return next((x for x in issue.get("suggestions") or () if x.get("role") == role), None)
 
 
 def sources(issue: dict) -> list[str]:

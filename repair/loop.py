@@ -120,7 +120,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             break
         log.info("cycle %s tests %s sentences (lines %s of %s)", k, len(indices), line_span(indices), data.sentences)
         with run.stage("test"):
-            tested = test.run(cdir / "test", model, data, purity, indices)
+            tested = test.run(cdir / "test", model, data, purity, indices, plain(cfg.purity).get("suggest"))
         log.info("Purity: %s issues in %s pairs", len(tested["issues"]), tested["summary"].get("pairs"))
         entry = {"cycle": k, "slice": indices, "test": tested}
         with run.stage("review"):

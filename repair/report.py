@@ -38,6 +38,18 @@ def relation_figures(summary: dict, review: dict, threshold) -> dict:
     return out
 
 
+def suggestion_seconds(review: dict, summary: dict) -> dict:
+    """review.suggestions gets the test stage's seconds: the suggestion step's and the rest's."""
+    seconds = summary.get("seconds") or {}
+    if "suggestions" not in seconds:
+        return {}
+    step = seconds["suggestions"]
+    rest = round(sum(v for k, v in seconds.items() if k not in ("suggestions", "total")), 3)
+    figures = {**(review.get("suggestions") or {}), "seconds": step, "test_other_seconds": rest,
+               "seconds_share": round(step / rest, 4) if rest else None}
+    return {"review": {**{k: v for k, v in review.items() if k not in ("notes", "by_relation")}, "suggestions": figures}}
+
+
 def cycle_summary(c: dict, threshold) -> dict:
     test, review, verify, ft = c["test"], c["review"], c["verify"], c["finetune"]
     out = {
@@ -51,6 +63,8 @@ def cycle_summary(c: dict, threshold) -> dict:
             },
         },
         "review": {k: v for k, v in review.items() if k not in ("notes", "by_relation")},
+        # the suggestion step's seconds beside the rest of the same test stage's
+        **suggestion_seconds(review, test["summary"]),
         "review_notes": review.get("notes") or {},
         "corrections": len(c["corrections"]),
     }
@@ -188,6 +202,7 @@ def markdown(report: dict) -> str:
         ft = r["finetune"]
         lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
+    lines += suggestions_markdown(r["review"].get("suggestions"))
     notes = r.get("review_notes") or {}
     superseded = notes.get("superseded") if isinstance(notes, dict) else None
     if superseded:
@@ -203,6 +218,27 @@ def markdown(report: dict) -> str:
     lines += regressions_markdown(r.get("regressions") or [])
     lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
     return "\n".join(lines)
+
+
+def suggestions_markdown(s: dict | None) -> list[str]:
+    """The suggested corrections: how many sides had one, how many were right as they are, characters saved."""
+    if not s:
+        return []
+
+    def share(a, b) -> str:
+        return f"{a / b:.0%}" if b else "–"
+
+    out = []
+    if "wrong_sides" in s:
+        out.append(f"- Suggested corrections (judged by the references): of {s['wrong_sides']} wrong translations, "
+                   f"{s['offered']} had a suggestion and **{s['accepted']} ({share(s['accepted'], s['wrong_sides'])})** "
+                   f"were the reference as they are; characters to edit **{s['chars_to_edit_with']}** with them against "
+                   f"{s['chars_to_edit_without']} from the pre-fill alone "
+                   f"({share(s['chars_to_edit_without'] - s['chars_to_edit_with'], s['chars_to_edit_without'])} fewer)")
+    if "seconds" in s:
+        out.append(f"- Suggestion step: {s['seconds']:.1f} s beside the test stage's other {s['test_other_seconds']:.1f} s "
+                   f"({share(s['seconds'], s['test_other_seconds'])} of it)")
+    return out
 
 
 def regressions_markdown(issues: list[dict], most: int = 50) -> list[str]:

@@ -14,6 +14,19 @@ def squeeze(text: str) -> str:
     return "".join(text.split())
 
 
+def edit_distance(a: str, b: str) -> int:
+    """Characters to insert, delete or replace to turn `a` into `b` (Levenshtein), whitespace aside."""
+    a, b = squeeze(a), squeeze(b)
+    if len(a) < len(b):
+        a, b = b, a
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
+
+
 def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char", threshold: int = 0) -> dict:
     """Compare the fine-tuned model's translations of the corrected sources with the corrections.
 

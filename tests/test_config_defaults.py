@@ -56,6 +56,7 @@ def feeds():
     from repair.purity.relations import ReplaceRelation, RTIRelation
     from repair.purity.rti import extract
     from repair.purity.run import run_purity
+    from repair.purity.suggest import add_suggestions
     from repair.review.web import serve_review
     from repair.stages.review import WebReview
     from repair.stats import bleu_significance, classify_changes
@@ -63,9 +64,13 @@ def feeds():
     loop = composed("loop")
     app = composed("purity_app")
     shared = {k: v for k, v in app.items() if k not in ("parser", "translator", "input", "out", "hydra")}
+    # suggest: the test stage's step (run_purity without it suggests nothing, as verify's Purity runs do);
+    # its keys are add_suggestions' defaults
+    without = lambda group: {k: v for k, v in group.items() if k != "suggest"}  # noqa: E731
     return [
-        ("purity group (loop)", loop["purity"], run_purity, None),
-        ("purity group (repair.purity)", shared, run_purity, None),
+        ("purity group (loop)", without(loop["purity"]), run_purity, None),
+        ("purity group (repair.purity)", without(shared), run_purity, None),
+        ("purity.suggest", loop["purity"]["suggest"], add_suggestions, None),
         ("purity group: RTI rule", loop["purity"]["rti"], extract, None),
         ("purity group: RTI relation", loop["purity"]["rti"], RTIRelation.__init__, None),
         ("purity group: replacement relation", loop["purity"]["replace"], ReplaceRelation.__init__, None),
@@ -117,7 +122,7 @@ def test_the_loop_passes_the_purity_group_on():
     purity = composed("loop", "purity.rti.max_words=7", "purity.stop_tokens=['的']", "purity.relations=[rti,replace]")
     kwargs = run_settings(purity["purity"])
     group = set(OmegaConf.load(CONF / "purity" / "default.yaml"))
-    assert set(kwargs) - {"relation_options"} == group - {"rti", "replace"}
+    assert set(kwargs) - {"relation_options"} == group - {"rti", "replace", "suggest"}
     assert kwargs["relation_options"]["rti"] == {"max_words": 7, "min_content_words": 3}
     assert kwargs["relation_options"]["replace"]["per_word"] == 2 and list(kwargs["stop_tokens"]) == ["的"]
 

@@ -219,8 +219,26 @@ def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, t
     assert sum(t == r for (_, t), r in zip(rows, reference)) >= 0.95 * len(rows)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["settings"]["translator"] == "ctranslate2"
+    assert "no fairseq checkpoint" in summary["suggestions"]["skipped"]  # a converted model alone: none searched
     # The same folder without its SentencePiece models: one error that says what to add.
     (model / "source.spm").unlink()
     (model / "target.spm").unlink()
     with pytest.raises(UserError, match="source.spm and target.spm"):
         CTranslate2Translator(model_dir=model)
+
+
+def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint(files):
+    from repair.purity.relations.base import Case
+    from repair.purity.relations.replace import ReplaceRelation
+    from repair.purity.suggest import add_suggestions
+
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    o, m = "The teacher likes the clever student .", "The teacher likes the clever child ."
+    translation = dict(zip([o, m], ct2.translate([o, m])))
+    translation.update({w: zh for _, pairs in corpus.lexicon().items() for w, zh in pairs})
+    case = Case("replace", o, (("original", o), ("mutant", m)), (o, m, "student", "child"))
+    relation = ReplaceRelation(stopwords=[], candidates="context")
+    issues = [{"id": case.id, "relation": "replace"}]
+    figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4, min_score=None)
+    assert figures["searched"] >= 1 and issues[0]["suggestions"]
+    assert all("fairseq on the ctranslate2 model's checkpoint" in s["origin"] for s in issues[0]["suggestions"])

@@ -372,3 +372,72 @@ def test_translate_benchmark_builds_an_architecture_with_random_weights(tmp_path
     assert figures["checkpoint"].endswith("transformer_tiny-random/checkpoint_best.pt")
     state = load_checkpoint(figures["checkpoint"])
     assert state["optimizer_history"][-1]["num_updates"] == 1  # as initialised, not trained
+
+
+def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(translator):
+    from repair.nmt.constrained import translate_constrained
+
+    sources = ["The cat sees the dog .", "The teacher likes the clever student .", "The old horse helps the farmer .", ""]
+    plain = translator.translate(sources)
+    # Phrases the plain translations lack: the model must be forced to write them.
+    wanted = [["老师"], ["帮助", "红色的马"], [], ["猫"]]
+    assert "老师" not in plain[0] and "红色的马" not in plain[1]
+    out = translate_constrained(translator, sources, wanted, beam=4, nbest=2)
+    assert [len(o) for o in out] == [2, 2, 2, 1]
+    assert "老师" in out[0][0].text and out[0][0].met
+    text = out[1][0].text
+    assert out[1][0].met and "帮助" in text and "红色的马" in text and text.index("帮助") < text.index("红色的马")
+    # No constraints: plain beam search, its best is the translator's own output, its n-best ordered by score.
+    assert out[2][0].text == plain[2] and out[2][0].met and out[2][0].score >= out[2][1].score
+    assert out[3][0].text == "" and not out[3][0].met  # nothing to translate cannot contain a phrase
+    # The constrained best scores lower than the free best: the price of the phrase.
+    free = translate_constrained(translator, sources[:1], [[]], beam=4)[0][0]
+    assert free.text == plain[0] and free.score > out[0][0].score
+    # A phrase the dictionary cannot spell is reported unmet, not dropped in silence.
+    unmet = translate_constrained(translator, sources[:1], [["𠀀鼹"]], beam=4)[0][0]
+    assert not unmet.met and unmet.text == plain[0]
+    # A phrase longer than the output cap allows ends at the cap, reported unmet.
+    cut = translate_constrained(translator, sources[:2], [["老师" * 30], ["学生"]], beam=4)
+    assert not cut[0][0].met and cut[1][0].met
+    with pytest.raises(UserError, match="constraint lists"):
+        translate_constrained(translator, sources, wanted[:2])
+
+
+def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(translator):
+    from repair.purity.relations.base import Case
+    from repair.purity.relations.replace import ReplaceRelation
+    from repair.purity.relations.rti import RTIRelation
+    from repair.purity.suggest import add_suggestions, best_suggestion
+
+    rti, replace = RTIRelation(stopwords=[]), ReplaceRelation(stopwords=[], candidates="context")
+    container, np_ = "The old horse helps the red farmer .", "the red farmer"
+    pairs = [("The teacher likes the clever student .", "The teacher likes the clever child .", "student", "child"),
+             ("The doctor visits the old friend .", "The doctor visits the old bird .", "friend", "bird")]
+    texts = [container, np_] + [t for p in pairs for t in p[:2]]
+    translation = dict(zip(texts, translator.translate(texts)))
+    # The tiny model translates sentences only (it never saw a lone word): the words' translations from its lexicon.
+    translation.update({w: zh for _, pairs_ in corpus.lexicon().items() for w, zh in pairs_})
+    cases = {"rti": Case("rti", container, (("container", container), ("rti", np_)), (container, np_))}
+    for n, (o, m, w, new) in enumerate(pairs):
+        cases[f"r{n}"] = Case("replace", o, (("original", o), ("mutant", m)), (o, m, w, new), {"replaced": [w, new]})
+    relations = {"rti": rti, "replace": replace}
+    issues = [{"id": k, "relation": c.relation} for k, c in cases.items()]
+    assert all(relations[c.relation].check(c, translation).distance > 0 for c in cases.values()), translation
+    figures = add_suggestions(issues, cases, relations, translation, translator, beam=4, min_score=None)  # a tiny model: no floor
+    assert figures["searched"] == 6 and figures["seconds"] > 0
+    by_id = {i["id"]: i for i in issues}
+    # The container forced to contain the RTI's translation.
+    assert translation[np_] in best_suggestion(by_id["rti"], "container")["text"]
+    # Each replacement side again, with the other's translation outside the replaced word: the model's own
+    # "clever" comes back in the original (its reference), its dropped "old" in the mutant.
+    assert best_suggestion(by_id["r0"], "original")["text"] == "老师帮助聪明的学生。"
+    assert best_suggestion(by_id["r1"], "mutant")["text"] == "医生拜访老鸟。"
+    for issue in issues:
+        scores = [s["score"] for s in issue["suggestions"]]
+        assert scores == sorted(scores, reverse=True)
+        for s in issue["suggestions"]:
+            case = cases[issue["id"]]
+            source = dict(case.sides)[s["role"]]
+            assert relations[case.relation].check(case, {**translation, source: s["text"]}).distance == 0
+            assert "beam search" in s["origin"] and s["text"] != translation[source]
+    assert figures["offered"] == sum(len(i["suggestions"]) for i in issues) >= 3

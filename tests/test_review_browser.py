@@ -215,3 +215,57 @@ def test_both_relations_on_one_page(browser, tmp_path):
     assert [(j["wrong"], j["corrections"]) for j in lines] == [([], {}), (["mutant"], {"mutant": "红狗坐在垫子上。"})]
     (c,) = [json.loads(s) for s in (tmp_path / "review" / "corrections.jsonl").read_text(encoding="utf-8").splitlines()]
     assert c["source"] == "the red dog sat on the mat ." and c["issues"] == [REPLACE["id"]]
+
+
+def test_a_suggestion_accepted_with_its_key_reaches_fine_tuning(browser, tmp_path):
+    """The best suggestion shows under the model's translation with what it adds marked and its origin; A copies
+    it into the edit box (marking its side wrong); saved, the correction records how it was made and is what
+    fine-tuning learns."""
+    from repair.review.store import load_corrections
+    from repair.stages.finetune import FinetuneSettings, finetune_pairs
+
+    origin = "the container translated again to contain the RTI's translation (constrained beam search)"
+    first = {**ISSUES[0], "suggestions": [
+        {"role": "container", "text": "与特朗普先生的亲切的双边会谈", "origin": origin, "score": -0.41},
+        {"role": "rti", "text": "双边会谈", "origin": "the RTI's n-best translation", "score": -0.9}]}
+    second = {**ISSUES[3], "suggestions": [{"role": "container", "text": "老人读了一封长信", "origin": origin, "score": -0.3}]}
+    (tmp_path / "issues.jsonl").write_text("".join(json.dumps(i, ensure_ascii=False) + "\n"
+                                                   for i in (first, second, ISSUES[1])), encoding="utf-8")
+    server = Server(tmp_path)
+    try:
+        page, errors = open_page(browser, server.url)
+        kb = page.keyboard
+        assert "A use the suggestion" in page.text_content("#keys")
+        assert page.text_content("#container-suggestion ins") == "亲切的"  # what it adds to the model's translation
+        assert origin in page.text_content("#container-suggestion")
+        assert page.is_visible("#rti-suggestion") and not page.is_visible("#fix-container")
+        kb.press("a")  # the issue's best suggestion: the container's
+        assert page.input_value("#corr-container") == "与特朗普先生的亲切的双边会谈"
+        assert page.get_attribute("#wrong-container", "aria-pressed") == "true"
+        kb.press("1")
+        kb.press("Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        # accepted, then one character changed: an edit of one character
+        kb.press("a")
+        kb.press("e")
+        kb.press("Backspace")
+        kb.type("。")
+        kb.press("1")  # in the text box: typed, not a kind
+        kb.press("Escape")
+        kb.press("1")
+        kb.press("Enter")
+        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 3')")
+        assert not page.is_visible("#container-suggestion")  # no suggestion: nothing shown, A says so
+        kb.press("a")
+        assert "No suggestion" in page.text_content("#message")
+        assert "Judged 2 of 3" in page.text_content("#progress-text")
+        assert errors == []
+    finally:
+        server.kill()
+    by_id = {i["id"]: i for i in (first, second, ISSUES[1])}
+    corrections, _ = load_corrections(tmp_path / "review" / "corrections.jsonl", by_id)
+    assert [(c["correction"], c["origin"], c["typed"]) for c in corrections] == [
+        ("与特朗普先生的亲切的双边会谈", "suggestion", 0), ("老人读了一封长。1", "edited", 2)]
+    settings = FinetuneSettings(lr=1e-4, patience=1, max_epoch=1, repeat=2, replay=0, keep=0, seed=1)
+    pairs = finetune_pairs(settings, corrections, None)
+    assert pairs.count((first["sides"][0]["source"], "与特朗普先生的亲切的双边会谈")) == 2

@@ -61,3 +61,37 @@ def test_false_positive_and_rerun_adds_nothing(tmp_path):
     oracle_review([fine], REFS, tmp_path)
     assert len((tmp_path / "judgments.jsonl").read_text().splitlines()) == 1
     assert (tmp_path / "corrections.jsonl").read_text() == ""
+
+
+def test_suggestions_measured_against_the_references_and_recorded_with_the_corrections(tmp_path):
+    from repair.review.oracle import suggestion_figures
+    from repair.stats import edit_distance
+
+    refs = {"the red cat sat": "红猫坐了", "the red cat": "红猫", "the dog ran": "狗跑了", "the dog": "狗",
+            "the big dog ran": "大狗跑了", "the big dog": "大狗"}
+
+    def with_suggestions(issue, *suggestions):
+        return {**issue, "suggestions": [{"role": r, "text": t, "origin": "test", "score": -0.5} for r, t in suggestions]}
+
+    issues = [
+        # the container wrong, its suggestion the reference
+        with_suggestions(make_issue("the red cat sat", "猫坐了", "the red cat", "红猫", ["红"]), ("container", "红猫坐了")),
+        # the RTI wrong, its suggestion one character off; the container right
+        with_suggestions(make_issue("the dog ran", "狗跑了", "the dog", "大狗", ["大"]), ("rti", "小狗"), ("container", "大狗跑了")),
+        # both wrong, no suggestion
+        make_issue("the big dog ran", "狗跑", "the big dog", "狗", ["大"]),
+        # the same container again: the earlier correction pre-fills it, a suggestion is not needed
+        with_suggestions(make_issue("the red cat sat", "猫坐了", "the cat", "猫"), ("container", "红猫坐")),
+    ]
+    refs["the cat"] = "猫"
+    f = suggestion_figures(issues, refs)
+    assert (f["wrong_sides"], f["offered"], f["accepted"]) == (5, 3, 1)
+    without = edit_distance("猫坐了", "红猫坐了") + edit_distance("大狗", "狗") + edit_distance("狗跑", "大狗跑了") \
+        + edit_distance("狗", "大狗") + 0
+    assert f["chars_to_edit_without"] == without == 5
+    assert f["chars_to_edit_with"] == 0 + edit_distance("小狗", "狗") + 2 + 1 + 0 == 4
+    oracle_review(issues, refs, tmp_path)
+    rows = [json.loads(line) for line in (tmp_path / "corrections.jsonl").read_text(encoding="utf-8").splitlines()]
+    how = {r["source"]: (r["origin"], r["typed"]) for r in rows}
+    assert how["the red cat sat"] == ("suggestion", 0) and how["the dog"] == ("edited", 1)
+    assert how["the big dog ran"] == ("edited", 2)

@@ -100,6 +100,12 @@ def test_judge_saves_and_state_shows_it_after_a_restart(app, client, tmp_path):
     ({"issue": BOY["id"], "wrong": ["rti"], "kind": "under-translation", "corrections": {"rti": "聪明的男孩"}},
      "still the model's translation"),
     ({"issue": BOY["id"], "wrong": ["rti"], "kind": None, "corrections": {"rti": "聪明男孩"}}, "no kind"),
+    ({"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": "聪明男孩"}, "how": ["typed"]},
+     "'how' must map"),
+    ({"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": "聪明男孩"},
+      "how": {"rti": {"origin": "pasted", "typed": 3}}}, "origin"),
+    ({"issue": BOY["id"], "wrong": ["rti"], "kind": "under", "corrections": {"rti": "聪明男孩"},
+      "how": {"rti": {"origin": "typed", "typed": -1}}}, "characters typed"),
 ])
 def test_bad_judgments_get_a_message(app, client, body, message):
     r = client.post("/api/judge", headers=auth(app), json=body)

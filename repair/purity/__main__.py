@@ -56,8 +56,9 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
     else:
         raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
                         "sentences, one per line")
+    group = OmegaConf.to_container(cfg, resolve=True)
     summary = run_purity(sentences, parser, translator, out_dir, init_seconds=init_seconds, source=source, lines=lines,
-                         **run_settings(OmegaConf.to_container(cfg, resolve=True)))
+                         suggest=group.get("suggest"), **run_settings(group))
     print(summary_table(summary), flush=True)
     return summary
 

@@ -140,6 +140,19 @@ def detect(relations: Sequence[Relation], cases: list[Case], translation: dict[s
     return issues, figures
 
 
+def suggest_corrections(issues: list[dict], cases: list[Case], relations: Sequence[Relation],
+                        translation: dict[str, str], translator: Translator, suggest: Mapping | None) -> dict | None:
+    """Suggested corrections for every issue (in place), as `suggest` asks; their figures, or None when not asked."""
+    options = dict(suggest or {})
+    if not suggest or not options.pop("enabled", True):
+        return None
+    from repair.purity.suggest import add_suggestions
+
+    by_id = {(c.relation, c.id): c for c in cases}
+    return add_suggestions(issues, {i["id"]: by_id[(i["relation"], i["id"])] for i in issues},
+                           {r.name: r for r in relations}, translation, translator, **options)
+
+
 def summarize(sentences: int, skipped_lines: dict, cases: list[Case], texts: list[str], by_relation: dict,
               seconds: dict, relations: Sequence[Relation], settings: dict) -> dict:
     """summary.json: the paper's Table III and V figures, per relation and in all, and the settings."""
@@ -185,12 +198,15 @@ def run_purity(
     lines: Sequence[int] | None = None,
     relations: Sequence[str | Relation] = ("rti",),
     relation_options: Mapping[str, Mapping] | None = None,
+    suggest: Mapping | None = None,
 ) -> dict:
     """Test `translator` on `sentences` (lines of an input; blank ones are skipped and counted).
 
     relations: names (built with `make_relations`, each from `relation_options[name]`, e.g. RTI's
     {"max_words": 10, "min_content_words": 3}) or Relation objects; every text of every relation is translated once.
     trees: one bracketed tree per entry of `sentences`, to use instead of `parser`.
+    suggest: {"beam": ...} to give every issue suggested corrections after detection (repair.purity.suggest;
+    their time is seconds["suggestions"]); None or {"enabled": False}: none.
     stopwords: a file of English stop words, a collection of them, or None for NLTK's list.
     init_seconds: the caller's time to build parser and translator (Table V's first column).
     source, lines: the input's name and each sentence's line number, for messages
@@ -232,11 +248,16 @@ def run_purity(
 
     seconds = {"initialization": init_seconds, "pair_construction": pair_seconds, "translation": translate_seconds,
                "detection": detect_seconds}
+    suggested = suggest_corrections(issues, cases, relations, translation, translator, suggest)
+    if suggested is not None and "skipped" not in suggested:
+        seconds["suggestions"] = suggested["seconds"]
     summary = summarize(len(kept), skipped_lines, cases, text_list, by_relation, seconds, relations, {
         "parser": parser.name if parser is not None and trees is None else "trees",
         "translator": translator.name, "thresholds": thresholds, "unit": unit, "skip_latin": skip_latin,
         **rti_limits(relations), "max_sentence_words": max_sentence_words,
         "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
+    if suggested is not None:
+        summary["suggestions"] = suggested
     write_jsonl_atomic(out / "issues.jsonl", issues)
     write_text_atomic(out / "issues.md", issues_markdown(issues, translation, thresholds[0], summary))
     write_json_atomic(out / "summary.json", summary)
@@ -273,5 +294,8 @@ def issues_markdown(issues: list[dict], translation: dict[str, str], lowest: int
                          f"{about['evidence'].rstrip(':').lower()}: {' '.join(issue['evidence'])}")
             for s in issue["sides"]:
                 lines += [f"  - {labels.get(s['role'], s['role'])}: {s['source']}", f"    → {s['translation']}"]
+            for x in issue.get("suggestions") or ():
+                lines.append(f"  - suggested for the {labels.get(x['role'], x['role'])}: {x['text']} "
+                             f"(score {x['score']:.2f})")
         lines.append("")
     return "\n".join(lines)

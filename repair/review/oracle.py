@@ -7,8 +7,9 @@ import logging
 import os
 from collections import Counter
 
+from repair.issues import best_suggestion
 from repair.review.store import CorrectionStore
-from repair.stats import squeeze
+from repair.stats import edit_distance, squeeze
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
     items, needs_person = [], []
+    corrected: dict[str, str] = {}
     for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):
@@ -51,7 +53,16 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         wrong = [r for r in model if squeeze(model[r]) != squeeze(refs[r])]
         kinds = {r: guess_kind(model[r], refs[r]) for r in wrong}
         corrections = {r: refs[r].strip() for r in wrong}
-        items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds))
+        how = {}
+        sources = {s["role"]: s["source"] for s in issue["sides"]}
+        for r in wrong:  # how a person at the page would have made it (as suggestion_figures counts it)
+            best = best_suggestion(issue, r)
+            earlier = corrected.get(sources[r])
+            start = earlier if earlier is not None else best["text"] if best else model[r]
+            typed = edit_distance(start, corrections[r])
+            how[r] = {"origin": "suggestion" if best and earlier is None and typed == 0 else "edited", "typed": typed}
+            corrected[sources[r]] = corrections[r]
+        items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds, how))
     store.record_many(items)
     if needs_person:
         log.warning("oracle review: %d issue(s) have a source without a reference and need a person", len(needs_person))
@@ -62,3 +73,38 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         "needs_person_ids": needs_person,
         "corrections": len(store.corrections()),
     }
+
+
+def suggestion_figures(issues: list[dict], references: dict[str, str]) -> dict:
+    """What the suggestions save a reviewer, judged by the references, over the sides whose translation differs
+    from its reference (the sides a review marks wrong): how many had a suggestion (`offered`), how many
+    suggestions are the reference itself (`accepted` as they are), and the characters to edit to reach the
+    reference (edit distance, whitespace aside) from what the page offers: `chars_to_edit_with` from the best
+    suggestion (else the pre-fill), `chars_to_edit_without` from the pre-fill alone, as the page makes it: an
+    earlier correction of the same source in review order, else the model's translation. Where an earlier
+    correction pre-fills the box, that is what the reviewer starts from in both counts."""
+    wrong_sides = offered = accepted = with_ = without = 0
+    corrected: dict[str, str] = {}
+    for issue in issues:
+        refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
+        if any(r is None for r in refs.values()):
+            continue
+        for s in issue["sides"]:
+            ref = refs[s["role"]].strip()
+            if squeeze(s["translation"]) == squeeze(ref):
+                continue
+            wrong_sides += 1
+            earlier = corrected.get(s["source"])
+            prefill = earlier if earlier is not None else s["translation"]
+            best = best_suggestion(issue, s["role"])
+            if best is not None:
+                offered += 1
+                accepted += squeeze(best["text"]) == squeeze(ref)
+            start = best["text"] if best is not None and earlier is None else prefill
+            with_ += edit_distance(start, ref)
+            without += edit_distance(prefill, ref)
+            corrected[s["source"]] = ref
+    return {"wrong_sides": wrong_sides, "offered": offered, "accepted": accepted,
+            "accepted_share": round(accepted / wrong_sides, 4) if wrong_sides else None,
+            "chars_to_edit_with": with_, "chars_to_edit_without": without,
+            "chars_saved_share": round(1 - with_ / without, 4) if without else None}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from repair.errors import UserError
 from repair.fileio import iter_jsonl, json_line, read_text_lines, write_jsonl_atomic, write_text_atomic
-from repair.issues import issue_id
+from repair.issues import best_suggestion, issue_id
 from repair.review.store import KINDS, CorrectionStore, parse_kind
-from repair.stats import squeeze
+from repair.stats import edit_distance, squeeze
 
 SHEET_CSV = "sheet.csv"
 SHEET_JSONL = "sheet.jsonl"
@@ -27,10 +27,12 @@ LEGACY = {"container_wrong": "wrong_1", "rti_wrong": "wrong_2", "corrected_conta
 
 
 def columns(issues: list[dict]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(given, to fill): per side k = 1, 2, ... role_k, source_k, translation_k given; wrong_k and corrected_k
-    to fill; one column set per side of the issue with the most sides."""
+    """(given, to fill): per side k = 1, 2, ... role_k, source_k, translation_k and suggested_k (its best
+    suggested correction, if any) given; wrong_k and corrected_k to fill; one column set per side of the issue
+    with the most sides."""
     n = max((len(i["sides"]) for i in issues), default=2)
-    given = ("id", "relation", *(f"{c}_{k}" for k in range(1, n + 1) for c in ("role", "source", "translation")),
+    given = ("id", "relation",
+             *(f"{c}_{k}" for k in range(1, n + 1) for c in ("role", "source", "translation", "suggested")),
              "evidence")
     to_fill = (*(f"wrong_{k}" for k in range(1, n + 1)), "kind", *(f"corrected_{k}" for k in range(1, n + 1)))
     return given, to_fill
@@ -56,7 +58,9 @@ def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> 
         row = {k: "" for k in (*given, *to_fill)}
         row.update(id=i["id"], relation=i["relation"], evidence=" ".join(i.get("evidence") or []))
         for k, s in enumerate(i["sides"], 1):
-            row.update({f"role_{k}": s["role"], f"source_{k}": s["source"], f"translation_{k}": s["translation"]})
+            best = best_suggestion(i, s["role"])
+            row.update({f"role_{k}": s["role"], f"source_{k}": s["source"], f"translation_{k}": s["translation"],
+                        f"suggested_{k}": best["text"] if best else ""})
         j = (judgments or {}).get(i["id"])
         if j is not None:
             for k, s in enumerate(i["sides"], 1):
@@ -97,7 +101,8 @@ def instructions(review_dir: Path, pending: int, total: int) -> str:
         f"review: {pending} of {total} issues still to judge. Fill in {review_dir / SHEET_CSV} "
         f"(or {review_dir / SHEET_JSONL}; the one you saved last is read), one row per issue; its sides are "
         "source_1/translation_1, source_2/translation_2, ... (role_k says what each is: container and rti, "
-        "original and mutant):\n"
+        "original and mutant); suggested_k, where given, is a translation the model can make that agrees with "
+        "the other side (copy it into corrected_k when it is right):\n"
         "  wrong_1, wrong_2, ...: yes or no for each side's translation (all no: no error, a false positive)\n"
         f"  kind: when something is wrong, one of: {', '.join(KINDS)}\n"
         "  corrected_1, corrected_2, ...: the right Chinese for each translation marked yes\n"
@@ -191,6 +196,19 @@ def _judgment(where: str, row: dict, issue: dict):
     return [s["role"] for _, s in wrong], kind, {s["role"]: texts[k] for k, s in wrong}
 
 
+def sheet_how(issue: dict, corrections: dict[str, str]) -> dict:
+    """How each correction of a sheet was made: the suggestion copied as it is, or edited from the nearer of the
+    suggestion and the model's translation (the characters typed: the edit distance from it)."""
+    how = {}
+    for role, text in corrections.items():
+        best = best_suggestion(issue, role)
+        starts = [t for t in ((best or {}).get("text"), next(s["translation"] for s in issue["sides"] if s["role"] == role)) if t]
+        typed = min(edit_distance(t, text) for t in starts)
+        how[role] = {"origin": "suggestion" if best and squeeze(best["text"]) == squeeze(text) else
+                     "typed" if typed >= len(squeeze(text)) else "edited", "typed": typed}
+    return how
+
+
 def _legacy(row: dict) -> dict:
     """A row of a sheet written before issues had sides, in today's columns."""
     if "container_wrong" not in row:
@@ -250,7 +268,7 @@ def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, r
             seen[rid] = where
             j = _judgment(where, row, by_id[rid])
             if j is not None:
-                items.append((rid, *j, None))
+                items.append((rid, *j, None, sheet_how(by_id[rid], j[2])))
         lost = [i for i in by_id if i not in seen]
         if lost:
             raise UserError(

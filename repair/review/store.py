@@ -40,6 +40,9 @@ KINDS = (
     "unclear logic",
 )
 CORRECTION_KEYS = ("source", "translation", "correction", "kind", "issues")
+# How a correction was made: a suggestion taken as it is, a pre-filled text (suggestion, earlier correction or the
+# model's translation) edited, or typed into an empty box; with the characters typed (inserted or deleted).
+ORIGINS = ("suggestion", "edited", "typed")
 
 JUDGMENTS = "judgments.jsonl"
 CORRECTIONS = "corrections.jsonl"
@@ -62,6 +65,24 @@ def parse_kind(text: Any) -> str:
     if len(matches) == 1:
         return matches[0]
     raise ValueError(f"unknown kind {text!r}; use one of: {', '.join(KINDS)}")
+
+
+def check_how(how: Any, wrong: list[str], where: str) -> dict:
+    """{role: {"origin": one of ORIGINS, "typed": characters}} for wrong sides; anything else is refused."""
+    if how is None:
+        return {}
+    if not isinstance(how, dict):
+        raise UserError(f"{where}: 'how' must map a wrong side to {{\"origin\", \"typed\"}}")
+    out = {}
+    for role, h in how.items():
+        if role not in wrong:
+            continue
+        if (not isinstance(h, dict) or h.get("origin") not in ORIGINS or not isinstance(h.get("typed"), int)
+                or isinstance(h.get("typed"), bool) or h["typed"] < 0):
+            raise UserError(f"{where}: how the {role} correction was made must be {{\"origin\": one of "
+                            f"{', '.join(ORIGINS)}, \"typed\": characters typed (0 or more)}}")
+        out[role] = {"origin": h["origin"], "typed": h["typed"]}
+    return out
 
 
 CONTROL_NAMES = {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE", "\x0b": "LINE TABULATION",
@@ -108,6 +129,7 @@ def _check_judgment(j: Any, where: str) -> dict:
     corr = j["corrections"]
     if not isinstance(corr, dict) or any(not isinstance(corr.get(w), str) or not corr[w].strip() for w in wrong):
         raise UserError(f"{where}: 'corrections' must give a corrected translation for each wrong side {wrong}")
+    check_how(j.get("how"), wrong, where)
     return j
 
 
@@ -209,6 +231,7 @@ class CorrectionStore:
         for issue_id, j in self.latest.items():
             issue = self.issues[issue_id]
             kinds = j.get("kinds") or {}
+            how = j.get("how") or {}
             for role in j["wrong"]:
                 s = side(issue, role)
                 source, fixed = s["source"], j["corrections"][role]
@@ -222,18 +245,23 @@ class CorrectionStore:
                 if issue_id not in g["issues"]:
                     g["issues"].append(issue_id)
                 g["time"] = j["time"]
-                groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "time")}
+                if role in how and "origin" not in g:  # how it was made the first time; later issues reuse it
+                    g.update(how[role])
+                groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "time") if k in g}
         return list(groups.values())
 
     # -- writing
 
     def record(self, issue_id: str, wrong: Iterable[str], kind: str | None = None,
-               corrections: dict[str, str] | None = None, kinds: dict[str, str] | None = None) -> dict:
-        """Judge one issue (empty `wrong`: no error, a false positive); on disk when this returns."""
-        return self.record_many([(issue_id, wrong, kind, corrections, kinds)])[0]
+               corrections: dict[str, str] | None = None, kinds: dict[str, str] | None = None,
+               how: dict[str, dict] | None = None) -> dict:
+        """Judge one issue (empty `wrong`: no error, a false positive); on disk when this returns. `how`: per
+        wrong side, how its correction was made ({"origin": suggestion|edited|typed, "typed": characters})."""
+        return self.record_many([(issue_id, wrong, kind, corrections, kinds, how)])[0]
 
     def record_many(self, items: Iterable[tuple]) -> list[dict]:
         """Judge several issues, rewriting corrections once; a judgment equal to the latest is not repeated.
+        Each item: (issue id, wrong, kind, corrections, kinds[, how]).
 
         Each judgment is on disk (fsynced in the log) before the next is made and before this returns.
         """
@@ -247,8 +275,8 @@ class CorrectionStore:
                     self._corrections_seen = current  # and kept corrections.jsonl in step with it
         made = []
         try:
-            for issue_id, wrong, kind, corrections, kinds in items:
-                j = self._judgment(issue_id, wrong, kind, corrections, kinds)
+            for issue_id, wrong, kind, corrections, kinds, *how in items:
+                j = self._judgment(issue_id, wrong, kind, corrections, kinds, how[0] if how else None)
                 old = self.latest.get(issue_id)
                 if old is not None and _same(old, j):
                     made.append(old)
@@ -263,7 +291,7 @@ class CorrectionStore:
                 self.sync()
         return made
 
-    def _judgment(self, issue_id, wrong, kind, corrections, kinds) -> dict:
+    def _judgment(self, issue_id, wrong, kind, corrections, kinds, how=None) -> dict:
         if issue_id not in self.issues:
             raise UserError(f"no issue with id {issue_id!r} in this review")
         issue = self.issues[issue_id]
@@ -298,6 +326,9 @@ class CorrectionStore:
         j = {"issue": issue_id, "wrong": wrong, "kind": kind, "corrections": kept, "time": now_iso()}
         if kinds and any(k != kind for k in kinds.values()):
             j["kinds"] = kinds
+        how = check_how(how, wrong, f"issue {issue_id}")
+        if how:
+            j["how"] = how
         return j
 
     def _corrections_text(self) -> str:

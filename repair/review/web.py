@@ -139,9 +139,9 @@ async def read_json_body(request: Request) -> object:
         raise BadRequest(400, "the request's JSON is nested too deeply") from None
 
 
-def parse_judgment(body: object, by_id: dict[str, dict]) -> tuple[str, list[str], str | None, dict[str, str]]:
-    """A posted judgment's issue, sides marked wrong, kind and corrections (one per side marked wrong);
-    BadRequest (400) saying what is wrong with it."""
+def parse_judgment(body: object, by_id: dict[str, dict]) -> tuple[str, list[str], str | None, dict[str, str], dict | None]:
+    """A posted judgment's issue, sides marked wrong, kind, corrections (one per side marked wrong) and how
+    each was made; BadRequest (400) saying what is wrong with it."""
     if not isinstance(body, dict):
         raise BadRequest(400, "a judgment must be a JSON object")
     issue, wrong, kind = body.get("issue"), body.get("wrong"), body.get("kind")
@@ -155,7 +155,10 @@ def parse_judgment(body: object, by_id: dict[str, dict]) -> tuple[str, list[str]
             or not (kind is None or isinstance(kind, str))):
         raise BadRequest(400, f"bad judgment: 'wrong' must list sides of the issue ({' / '.join(names)}), "
                               "'kind' be a text and 'corrections' map each side to a text")
-    return issue, wrong, kind, {s: corrections.get(s, "") for s in wrong}
+    how = body.get("how")
+    if how is not None and not isinstance(how, dict):
+        raise BadRequest(400, "bad judgment: 'how' must map each wrong side to {origin, typed}")
+    return issue, wrong, kind, {s: corrections.get(s, "") for s in wrong}, how
 
 
 def answer(obj, status: int = 200) -> Response:
@@ -214,11 +217,11 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             return refused()
         try:
             body = await read_json_body(request)
-            issue, wrong, kind, corrections = parse_judgment(body, by_id)
+            issue, wrong, kind, corrections, how = parse_judgment(body, by_id)
         except BadRequest as e:
             return answer({"error": str(e)}, e.status)
         try:
-            j = store.record(issue, wrong, kind, corrections)
+            j = store.record(issue, wrong, kind, corrections, how=how)
         except UserError as e:
             return answer({"error": str(e)}, 400)
         return answer({"judgment": j, "stats": store.stats(), "prefill": prefill()})

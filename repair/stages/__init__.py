@@ -88,13 +88,15 @@ class Purity:
     translator: Callable[["ModelFiles"], "Translator"]
     settings: dict
 
-    def run(self, out: Path, model: "ModelFiles", sentences: list[str], lines: list[int], source: str) -> Path:
-        """Purity on `sentences` (their `lines` in `source`) into `out`, unless a run there finished."""
+    def run(self, out: Path, model: "ModelFiles", sentences: list[str], lines: list[int], source: str,
+            **options: Any) -> Path:
+        """Purity on `sentences` (their `lines` in `source`) into `out`, unless a run there finished; `options`:
+        run_purity's besides the settings (the test stage's `suggest`)."""
         from repair.purity.run import run_purity
 
         if not (out / "summary.json").exists():
             start = time.perf_counter()
             parser, translator = self.parser(), self.translator(model)
             run_purity(sentences, parser, translator, out, init_seconds=time.perf_counter() - start, source=source,
-                       lines=lines, **self.settings)
+                       lines=lines, **self.settings, **options)
         return out

@@ -14,12 +14,13 @@ class OracleReview:
     """Corrections from the data's reference translations (the demo, tests, studies)."""
 
     def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str) -> dict:
-        from repair.review.oracle import oracle_review
+        from repair.review.oracle import oracle_review, suggestion_figures
 
         if references is None:
             raise UserError("review=oracle needs reference translations, and the data has none (data.references): "
                             "use review=file or review=web")
-        return {"needs_person": oracle_review(issues, references, out).get("needs_person", 0)}
+        return {"needs_person": oracle_review(issues, references, out).get("needs_person", 0),
+                "suggestions": suggestion_figures(issues, references)}
 
 
 class FileReview:

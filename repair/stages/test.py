@@ -38,11 +38,14 @@ def make_purity(purity: dict, parser: dict, translators: Translators, data_dir: 
     return Purity(make_parser, translators, settings)
 
 
-def run(out: Path, model: "ModelFiles", data: Data, purity: Purity, indices: list[int] | None = None) -> dict:
-    """Purity on the input sentences at `indices` (all of them when None) into `out`: its summary and issues."""
+def run(out: Path, model: "ModelFiles", data: Data, purity: Purity, indices: list[int] | None = None,
+        suggest: dict | None = None) -> dict:
+    """Purity on the input sentences at `indices` (all of them when None) into `out`: its summary and issues,
+    with suggested corrections (`suggest`: the purity group's `suggest` block; verify's runs suggest nothing)."""
     if not (out / "summary.json").exists():
         sentences = read_text_lines(data.sentences)
         if indices is None:
             indices = list(range(len(sentences)))
-        purity.run(out, model, [sentences[i] for i in indices], [i + 1 for i in indices], str(data.sentences))
+        purity.run(out, model, [sentences[i] for i in indices], [i + 1 for i in indices], str(data.sentences),
+                   suggest=suggest)
     return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}

@@ -51,14 +51,42 @@ function el(tag, cls, text) {
 // ---------------------------------------------------------------- drafts
 
 function draftFrom(j) {
-  const d = { wrong: new Set(), noError: false, kind: null, corr: {}, dirty: false };
+  // start: per side, the text its edit box started from; from: "suggestion" or "prefill"; emptied: the box was
+  // cleared on the way (the correction typed afresh). They say how the correction was made when it is saved.
+  const d = { wrong: new Set(), noError: false, kind: null, corr: {}, start: {}, from: {}, emptied: {}, dirty: false };
   if (j) {
     j.wrong.forEach((s) => d.wrong.add(s));
     d.noError = j.wrong.length === 0;
     d.kind = j.kind;
-    Object.entries(j.corrections).forEach(([s, t]) => { d.corr[s] = t; });
+    Object.entries(j.corrections).forEach(([s, t]) => { d.corr[s] = t; d.start[s] = t; d.from[s] = "prefill"; });
   }
   return d;
+}
+
+function suggestionFor(iss, role) {
+  return (iss.suggestions || []).find((x) => x.role === role) || null;
+}
+
+function editDistance(a, b) {
+  // characters inserted, deleted or replaced to turn a into b, whitespace aside (as the server counts them)
+  a = Array.from(a.replace(/\s+/g, ""));
+  b = Array.from(b.replace(/\s+/g, ""));
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) {
+      next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    row = next;
+  }
+  return row[b.length];
+}
+
+function howMade(d, role) {
+  const text = d.corr[role] || "";
+  if (d.emptied[role]) return { origin: "typed", typed: Array.from(text.replace(/\s+/g, "")).length };
+  const typed = editDistance(d.start[role] || "", text);
+  return { origin: d.from[role] === "suggestion" && typed === 0 ? "suggestion" : "edited", typed: typed };
 }
 
 function draft(i) {
@@ -131,7 +159,12 @@ function buildSides(iss) {
     const tr = el("p", "translation zh");
     tr.id = r.role + "-translation";
     tr.lang = "zh";
-    texts.append(el("span", "tag", "English"), src, el("span", "tag", "Model"), tr);
+    const sugTag = el("span", "tag", "Suggested");
+    sugTag.id = r.role + "-suggestion-tag";
+    const sug = el("p", "suggestion zh");
+    sug.id = r.role + "-suggestion";
+    sug.lang = "zh";
+    texts.append(el("span", "tag", "English"), src, el("span", "tag", "Model"), tr, sugTag, sug);
     const fix = el("div", "fix");
     fix.id = "fix-" + r.role;
     fix.hidden = true;
@@ -145,6 +178,7 @@ function buildSides(iss) {
     ta.addEventListener("input", (ev) => {
       const d = draft(current);
       d.corr[r.role] = ev.target.value;
+      if (!ev.target.value.trim()) d.emptied[r.role] = true;
       d.dirty = true;
       const [txt, cls] = statusText(current);
       $("status").textContent = txt;
@@ -202,6 +236,50 @@ function highlightTokens(text, tokens, cls) {
   return frag;
 }
 
+function diffMarks(base, text) {
+  // `text` with the characters that are not in `base` (outside their longest common subsequence) marked
+  const a = Array.from(base), b = Array.from(text);
+  const L = Array.from({ length: a.length + 1 }, () => new Array(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      L[i][j] = a[i] === b[j] ? L[i + 1][j + 1] + 1 : Math.max(L[i + 1][j], L[i][j + 1]);
+    }
+  }
+  const frag = document.createDocumentFragment();
+  let i = 0, j = 0, plain = "", added = "";
+  const flush = () => {
+    if (plain) { frag.append(document.createTextNode(plain)); plain = ""; }
+    if (added) { frag.append(el("ins", "", added)); added = ""; }
+  };
+  while (j < b.length) {
+    if (i < a.length && a[i] === b[j]) {
+      if (added) flush();
+      plain += b[j]; i++; j++;
+    } else if (i < a.length && L[i + 1][j] >= L[i][j + 1]) {
+      i++;
+    } else {
+      if (plain) { frag.append(document.createTextNode(plain)); plain = ""; }
+      added += b[j]; j++;
+    }
+  }
+  flush();
+  return frag;
+}
+
+function renderSuggestion(iss, side) {
+  const box = $(side.role + "-suggestion");
+  const best = suggestionFor(iss, side.role);
+  box.hidden = $(side.role + "-suggestion-tag").hidden = !best;
+  box.replaceChildren();
+  if (!best) return;
+  const use = el("button", "use", "Use ");
+  use.type = "button";
+  use.append(el("kbd", "", "A"));
+  use.addEventListener("click", () => useSuggestion(side.role));
+  box.append(diffMarks(side.translation, best.text), use,
+    el("span", "suggestion-origin", best.origin + " · score " + Number(best.score).toFixed(2)));
+}
+
 function renderProgress() {
   const s = stats;
   const box = $("progress-text");
@@ -255,6 +333,7 @@ function render() {
   iss.sides.forEach((side, k) => {
     $(side.role + "-source").replaceChildren(highlightSpan(side.source, sourceMark(iss, k), "rti"));
     $(side.role + "-translation").replaceChildren(highlightTokens(side.translation, iss.evidence, "miss"));
+    renderSuggestion(iss, side);
   });
   const miss = $("missing");
   miss.replaceChildren();
@@ -306,10 +385,37 @@ function toggleWrong(side) {
     d.wrong.add(side);
     d.noError = false;
     const s = sideOf(iss, side);
-    if (!d.corr[side]) d.corr[side] = prefill[s.source] || s.translation;
+    if (!d.corr[side]) {
+      d.corr[side] = prefill[s.source] || s.translation;
+      d.start[side] = d.corr[side];
+      d.from[side] = "prefill";
+      d.emptied[side] = false;
+    }
   }
   d.dirty = true;
   render();
+}
+
+function useSuggestion(role) {
+  // the best suggestion into the edit box: of `role`, else of the first side marked wrong that has one, else
+  // the issue's best suggestion (its side is marked wrong)
+  const iss = issues[current];
+  const d = draft(current);
+  if (!role) {
+    const marked = iss.sides.map((s) => s.role).find((r) => d.wrong.has(r) && suggestionFor(iss, r));
+    role = marked || ((iss.suggestions || [])[0] || {}).role;
+  }
+  const best = role ? suggestionFor(iss, role) : null;
+  if (!best) { say("No suggestion for this issue; mark the wrong side (" + sideKeys(iss) + ") and edit (E).", "error"); return; }
+  d.wrong.add(role);
+  d.noError = false;
+  d.corr[role] = best.text;
+  d.start[role] = best.text;
+  d.from[role] = "suggestion";
+  d.emptied[role] = false;
+  d.dirty = true;
+  render();
+  say("The suggestion is in the " + roleInfo(iss, role).label + " edit box: pick the kind (1–5) and save, or edit it (E).", "saved");
 }
 
 function markNoError() {
@@ -357,6 +463,8 @@ async function save(andNext) {
   }
   const body = { issue: iss.id, wrong: iss.sides.map((s) => s.role).filter((s) => d.wrong.has(s)), kind: d.wrong.size ? d.kind : null, corrections: {} };
   body.wrong.forEach((s) => { body.corrections[s] = d.corr[s]; });
+  body.how = {};
+  body.wrong.forEach((s) => { body.how[s] = howMade(d, s); });
   try {
     const res = await (await api("/api/judge", body)).json();
     saved[iss.id] = res.judgment;
@@ -446,7 +554,7 @@ function onKey(e) {
     j: () => go(current + 1), ArrowRight: () => go(current + 1), ArrowDown: () => go(current + 1),
     k: () => go(current - 1), ArrowLeft: () => go(current - 1), ArrowUp: () => go(current - 1),
     u: nextTodo, n: markNoError,
-    e: edit, Enter: () => save(true), s: () => save(false), x: exportCsv, F: askFinish,
+    e: edit, a: () => useSuggestion(null), Enter: () => save(true), s: () => save(false), x: exportCsv, F: askFinish,
   }[k];
   if (act) { e.preventDefault(); act(); return; }
   const role = issues.length ? issues[current].sides.map((s) => roleInfo(issues[current], s.role)).find((r) => r.key === k) : null;

@@ -1,0 +1,263 @@
+"""Suggested corrections: for each side of an issue that may be the wrong one, a translation the model under test
+can itself produce that makes the pair consistent (distance 0), for a person to confirm with one key.
+
+After detection, in one batch over all issues:
+- RTI: the container translated again with fairseq's lexically constrained beam search, forced to contain the
+  RTI's translation; and for the RTI, the best of its n-best translations that the container's translation
+  contains.
+- replace: the mutant translated again forced to contain the original's translation outside the replaced word's
+  translation, with the new word's translation in its place; and the reverse for the original.
+A candidate is offered only when the relation's own check gives the pair distance 0 with it in place of the
+side's translation. Each issue gets `suggestions: [{role, text, origin, score}]`, best (highest score, fairseq's
+length-normalized log-probability) first. A CTranslate2 model is searched with fairseq on the same checkpoint
+(CTranslate2 has no lexical constraints); its origin says so.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from repair.issues import best_suggestion  # noqa: F401 (where readers of suggestions find it)
+from repair.purity.relations.base import Case, Relation
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A side to search for: its source, the phrases its translation must contain (none: an n-best list)."""
+
+    issue: int
+    role: str
+    source: str
+    constraints: tuple[str, ...]
+    origin: str
+
+
+def searchless(translator) -> str | None:
+    """Why no suggestion can be searched with this translator (None: one can)."""
+    from repair.nmt.translator import FairseqTranslator
+
+    if isinstance(translator, FairseqTranslator):
+        return None
+    files = getattr(translator, "files", None)
+    if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
+        return f"translator={getattr(translator, 'name', '?')} has no fairseq checkpoint to search"
+    return None
+
+
+def fairseq_for(translator, beam: int):
+    """The FairseqTranslator that searches for suggestions, and a note for the origin (empty for fairseq itself);
+    (None, why) when the translator has no fairseq checkpoint (a table of translations, a converted model alone)."""
+    from repair.nmt.translator import FairseqTranslator
+
+    if isinstance(translator, FairseqTranslator):
+        return translator, ""
+    why = searchless(translator)
+    if why:
+        return None, why
+    files = translator.files
+    threads = getattr(translator, "threads", None)
+    workers = getattr(translator, "workers", 1) or 1
+    device = getattr(translator, "device", "auto")
+    device = device if isinstance(device, str) else getattr(device, "type", "auto")
+    fs = FairseqTranslator(files=files, beam=beam, device=device, threads=(threads or 1) * workers)
+    return fs, f", fairseq on the {translator.name} model's checkpoint"
+
+
+def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
+    """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain,
+    and a few more. A consistent translation of the same source is not much longer; a search past that is
+    wasted (fairseq's search does not end a hypothesis before it has all its phrases)."""
+    lines = translator.tgt_codec.encode_all([current, *phrases])
+    return max(len(lines[0].split()), sum(len(line.split()) for line in lines[1:])) + slack
+
+
+def rti_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
+    container, rti = case.texts[:2]
+    rt = translation[rti]
+    out = []
+    if rt.strip():
+        out.append(Request(k, "container", container, (rt,),
+                           f"the container translated again to contain the RTI's translation (constrained beam search{note})"))
+    out.append(Request(k, "rti", rti, (), f"the RTI's n-best translation the container's translation contains (beam search{note})"))
+    return out
+
+
+def _around(text: str, part: str) -> tuple[str, str] | None:
+    """`text` before and after the first occurrence of `part`, or None when it is not there."""
+    if not part or part not in text:
+        return None
+    at = text.index(part)
+    return text[:at], text[at + len(part):]
+
+
+def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
+    original, mutant, word, new = case.texts
+    ot, mt, tw, tn = (translation[t] for t in (original, mutant, word, new))
+    out = []
+    for role, source, theirs, old, mine in (("mutant", mutant, ot, tw, tn), ("original", original, mt, tn, tw)):
+        around = _around(theirs, old)
+        if around is None:
+            continue
+        phrases = tuple(p for p in (around[0], mine, around[1]) if p.strip())
+        other = "original" if role == "mutant" else "mutant"
+        out.append(Request(k, role, source, phrases,
+                           f"the {role} translated again to keep the {other}'s translation outside the replaced word "
+                           f"(constrained beam search{note})"))
+    return out
+
+
+REQUESTS = {"rti": rti_requests, "replace": replace_requests}
+SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
+           "own translation, and the rest of it (constrained beam search")
+
+
+def is_subsequence(short: str, long: str) -> bool:
+    """Whether `short` is `long` with some characters left out."""
+    it = iter(long)
+    return all(ch in it for ch in short)
+
+
+def best_window(text: str, part: str) -> tuple[int, int, int]:
+    """(start, end, distance): the span of `text` closest to `part` in insertions and deletions (a replaced
+    character counts two; approximate substring matching: the match may start and end anywhere in `text`)."""
+    n = len(text)
+    prev, prev_start = [0] * (n + 1), list(range(n + 1))
+    for i, ch in enumerate(part, 1):
+        cur, cur_start = [i] + [0] * n, [0] * (n + 1)
+        for j in range(1, n + 1):
+            best, start = prev[j - 1] + 2 * (ch != text[j - 1]), prev_start[j - 1]
+            if prev[j] + 1 < best:
+                best, start = prev[j] + 1, prev_start[j]
+            if cur[j - 1] + 1 < best:
+                best, start = cur[j - 1] + 1, cur_start[j - 1]
+            cur[j], cur_start[j] = best, start
+        prev, prev_start = cur, cur_start
+    end = min(range(n + 1), key=lambda j: (prev[j], abs(j - prev_start[j] - len(part))))
+    return prev_start[end], end, prev[end]
+
+
+def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, ...]:
+    """The phrases a container's new translation must contain, in order: each RTI's translation in place of the
+    span of the container's translation that is closest to it, and the container's own translation around them.
+    An RTI's translation with no close span (one with at least two characters in common and at least half of its
+    own), or whose span overlaps an earlier one's, is left out (its issue is searched again with it alone); parts inside another part are left to that
+    one. With no span at all: the parts themselves. `margin` characters of the container's translation on either
+    side of a span may be left to the search to fill (on the demo 1 or 2 gave fewer right suggestions than 0)."""
+    parts = [p for p in dict.fromkeys(parts) if not any(p != q and p in q for q in parts)]
+    spans = []
+    for p in parts:
+        a, b, d = best_window(current, p)
+        shared = (len(p) + b - a - d) / 2  # characters the span and the part have in common
+        if shared >= 2 and shared * 2 >= b - a and not any(a < y and x < b for x, y, _ in spans):
+            # a character or two next to the span that the part has too is the model's own rendering of it, moved
+            for _ in range(2):
+                if a > 0 and current[a - 1] in p and current[a - 1] not in "，。":
+                    a -= 1
+                if b < len(current) and current[b] in p and current[b] not in "，。":
+                    b += 1
+            spans.append((a, b, p))
+    if not spans:
+        return tuple(parts)
+    out, pos = [], 0
+    for a, b, p in sorted(spans):
+        out += [current[pos:max(pos, a - margin)], p]
+        pos = min(len(current), b + margin)
+    out.append(current[pos:])
+    return tuple(x for x in out if x.strip())
+
+
+def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
+                    translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
+                    min_score: float | None = -1.0, retry: bool = False) -> dict:
+    """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
+    (why no search ran) when the translator cannot search.
+
+    beam: of the constrained searches; nbest_beam: of the n-best lists (plain beam search, each hypothesis kept);
+    min_score: hypotheses scored lower (log-probability per token) are not offered; retry: search an RTI
+    container again with one RTI's translation alone where the search with all of them gave that issue nothing. A hypothesis that only leaves
+    out part of the side's translation is not offered either: it agrees by translating less.
+
+    An RTI container is searched once, for all its issues: forced to contain each RTI's translation where the
+    container's translation has the span closest to it, and the rest of its own translation around them; where
+    that gives an issue nothing, again with that issue's RTI's translation alone."""
+    start = time.perf_counter()
+    fs, note = fairseq_for(translator, beam) if issues else (None, "")
+    if fs is None and not issues:
+        why = searchless(translator)
+        return {"seconds": 0.0, "searched": 0, "offered": 0, **({"skipped": why} if why else {})}
+    if fs is None:
+        log.info("suggestions: none (%s)", note)
+        return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}
+    for issue in issues:
+        issue["suggestions"] = []
+    requests: list[Request] = []
+    for k, issue in enumerate(issues):
+        make = REQUESTS.get(issue["relation"])
+        case = cases.get(issue["id"])
+        if make is not None and case is not None:
+            requests.extend(make(k, issue, case, translation, note))
+    from repair.nmt.constrained import translate_constrained
+
+    searched = 0
+
+    def search(reqs: list[Request], ordered: bool) -> dict:
+        """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
+        (an n-best list) apart from constrained ones, much faster."""
+        nonlocal searched
+        keys = list(dict.fromkeys((r.source, r.constraints) for r in reqs))
+        searched += len(keys)
+        found = {}
+        for constrained in (True, False):
+            group = [key for key in keys if bool(key[1]) == constrained]
+            if group:
+                began = time.perf_counter()
+                width = beam if constrained else max(beam, nbest_beam)
+                hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=width,
+                                             nbest=width, ordered=ordered,
+                                             max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
+                found.update(zip(group, hyps))
+                log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
+                          "constrained" if constrained else "n-best", width, time.perf_counter() - began)
+        return found
+
+    def offer(r: Request, hyps) -> bool:
+        """The best hypothesis that makes the pair consistent, as the issue's suggestion for the side."""
+        issue = issues[r.issue]
+        case = cases[issue["id"]]
+        current = "".join(translation[r.source].split())
+        for h in hyps:
+            text = "".join(h.text.split())
+            if not h.met or not text or text == current or (min_score is not None and h.score < min_score):
+                continue
+            if len(text) < len(current) and is_subsequence(text, current):
+                continue
+            if relations[issue["relation"]].check(case, {**translation, r.source: h.text}).distance != 0:
+                continue
+            issue["suggestions"].append({"role": r.role, "text": h.text, "origin": r.origin, "score": round(h.score, 4)})
+            return True
+        return False
+
+    # an RTI container once, with all its RTIs' translations spliced into its own translation
+    parts: dict[str, list[str]] = {}
+    for r in requests:
+        if issues[r.issue]["relation"] == "rti" and r.role == "container":
+            parts.setdefault(r.source, []).append(r.constraints[0])
+    first = [Request(r.issue, r.role, r.source, spliced(translation[r.source], parts[r.source]), SPLICED + note + ")")
+             if issues[r.issue]["relation"] == "rti" and r.role == "container" else r for r in requests]
+    found = search(first, ordered=True)
+    failed = {k for k, r in enumerate(first) if not offer(r, found[(r.source, r.constraints)])}
+    offered = len(first) - len(failed)
+    again = [requests[k] for k in sorted(failed) if requests[k].constraints != first[k].constraints]
+    if again and retry:
+        found = search(again, ordered=True)
+        offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
+    for issue in issues:
+        issue["suggestions"].sort(key=lambda s: -s["score"])
+    seconds = round(time.perf_counter() - start, 3)
+    log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), searched, seconds)
+    return {"seconds": seconds, "searched": searched, "offered": offered}

@@ -350,3 +350,23 @@ class FolderLock:
             self.release()
         except Exception:
             pass
+
+
+def file_sha256(path: str | os.PathLike) -> str | None:
+    """The SHA-256 of a file's bytes; None when there is no such file."""
+    import hashlib
+
+    path = Path(path)
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+
+
+def flat(cfg: dict, prefix: str = "") -> dict:
+    """A nested configuration as dotted keys: {"a": {"b": 1}} -> {"a.b": 1}."""
+    out = {}
+    for k, v in cfg.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat(v, key + "."))
+        else:
+            out[key] = v
+    return out

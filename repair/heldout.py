@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from repair.errors import UserError
-from repair.fileio import read_json, write_json_atomic
+from repair.fileio import read_json, read_text_lines, write_json_atomic
+
+log = logging.getLogger("repair.loop")
 
 
 @dataclass
@@ -31,6 +34,24 @@ def heldout_split(sentences: list[str], share: float, source: str = "input") -> 
     held = set(ranked[: round(share * len(ranked))])
     heldout = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) in held]
     rest = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) not in held]
+    return heldout, rest
+
+
+def hold_out(run_dir: Path, input: Path, share: float, references: dict | None = None) -> tuple[Heldout | None, list[int]]:
+    """The held-out sentences of `input` (recorded in run_dir/heldout.json) and the indices of the rest."""
+    sentences = read_text_lines(input)
+    held, rest = heldout_split(sentences, share, str(input))
+    if not rest:
+        raise UserError(f"{input}: no sentence left to test after holding out purity.holdout={share} of "
+                        f"{len(held)}; lower purity.holdout")
+    if not held:
+        return None, rest
+    heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held], references)
+    record = {"input": str(input), "share": share, "sentences": len(held), "lines": heldout.lines}
+    path = run_dir / "heldout.json"
+    if not path.exists() or read_json(path) != record:  # a resumed run leaves its record as it was
+        write_json_atomic(path, record)
+    log.info("held out %s of %s sentences of %s (purity.holdout=%s)", len(held), len(held) + len(rest), input, share)
     return heldout, rest
 
 

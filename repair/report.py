@@ -7,7 +7,6 @@ from importlib import metadata
 from pathlib import Path
 
 from repair.fileio import write_json_atomic, write_text_atomic
-from repair.issues import upgrade
 
 PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
 
@@ -213,7 +212,7 @@ def regressions_markdown(issues: list[dict], most: int = 50) -> list[str]:
     if not issues:
         return []
     lines = ["", "## Regressions", ""]
-    for i in map(upgrade, issues[:most]):
+    for i in issues[:most]:
         sides = " / ".join(f"{s['role']} “{s['source']}” → {s['translation']}" for s in i["sides"])
         lines.append(f"- `{i['id']}` {i['relation']}: {sides}")
     return lines

@@ -18,7 +18,7 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import read_json, write_text_atomic
+from repair.fileio import flat, read_json, write_text_atomic
 
 log = logging.getLogger("repair.study")
 
@@ -67,8 +67,6 @@ def load_run(run_dir: Path) -> tuple[dict, dict]:
 
 def varied_keys(configs: list[dict]) -> list[str]:
     """Configuration keys (dotted) whose values are not the same in every run, places left out."""
-    from repair.loop import flat
-
     flats = [flat(c) for c in configs]
     keys = sorted(set().union(*flats))
     return [k for k in keys
@@ -81,8 +79,6 @@ def study_rows(run_dirs: list[Path]) -> tuple[list[str], list[dict]]:
     if not run_dirs:
         raise UserError("no run folders given: python -m repair.study RUN_DIR [RUN_DIR ...]")
     loaded = [load_run(d) for d in run_dirs]
-    from repair.loop import flat
-
     keys = varied_keys([c for _, c in loaded])
     rows = []
     for d, (report, config) in zip(run_dirs, loaded):

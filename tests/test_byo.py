@@ -107,7 +107,7 @@ def test_the_same_translations_as_fairseq_interactive(hub, example):
 
 
 def test_bad_model_files_are_one_clear_error_each(hub, tmp_path, example):
-    from repair.purity.translators import make_translator
+    from repair.nmt.backends import make_translator
 
     bad = tmp_path / "model"
     shutil.copytree(hub, bad)
@@ -148,12 +148,13 @@ def test_bad_model_files_are_one_clear_error_each(hub, tmp_path, example):
 def test_the_loop_takes_translator_keys(hub, example, tmp_path):
     from hydra import compose, initialize_config_dir
 
-    from repair.loop import Run
+    from omegaconf import OmegaConf
+
+    from repair.stages import Translators
 
     with initialize_config_dir(config_dir=str(CONF), version_base=None):
         cfg = compose("loop", overrides=["translator.beam=3", "translator.max_tokens=700", "device=cpu"])
-    run = Run(cfg, tmp_path)
-    t = run.translator(load_model_files(hub))
+    t = Translators(OmegaConf.to_container(cfg.translator), cfg.device)(load_model_files(hub))
     assert (t.generator.beam_size, t.max_tokens) == (3, 700)
     assert t.files.src.tokenizer == "moses"
 

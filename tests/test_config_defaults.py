@@ -6,10 +6,12 @@ from __future__ import annotations
 import inspect
 from pathlib import Path
 
+import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-CONF = Path(__file__).resolve().parent.parent / "conf"
+REPO = Path(__file__).resolve().parent.parent
+CONF = REPO / "conf"
 
 
 def composed(name: str, *overrides: str) -> dict:
@@ -51,10 +53,12 @@ def feeds():
     from repair.nmt.translator import FairseqTranslator
     from repair.purity.parsers.spacy import SpacyParser
     from repair.purity.parsers.stanza import StanzaParser
+    from repair.purity.relations import ReplaceRelation, RTIRelation
     from repair.purity.rti import extract
     from repair.purity.run import run_purity
     from repair.review.web import serve_review
-    from repair.verify import bleu_significance, classify_changes
+    from repair.stages.review import WebReview
+    from repair.stats import bleu_significance, classify_changes
 
     loop = composed("loop")
     app = composed("purity_app")
@@ -62,7 +66,9 @@ def feeds():
     return [
         ("purity group (loop)", loop["purity"], run_purity, None),
         ("purity group (repair.purity)", shared, run_purity, None),
-        ("purity group: RTI rule", loop["purity"], extract, None),
+        ("purity group: RTI rule", loop["purity"]["rti"], extract, None),
+        ("purity group: RTI relation", loop["purity"]["rti"], RTIRelation.__init__, None),
+        ("purity group: replacement relation", loop["purity"]["replace"], ReplaceRelation.__init__, None),
         ("finetune", loop["finetune"], finetune_model, None),
         ("seed", {"seed": loop["seed"]}, finetune_model, None),
         ("seed", {"seed": loop["seed"]}, train_model, None),
@@ -78,6 +84,7 @@ def feeds():
         ("parser=spacy", composed("loop", "parser=spacy")["parser"], SpacyParser.__init__, None),
         ("parser=stanza", composed("loop", "parser=stanza")["parser"], StanzaParser.__init__, None),
         ("review=web", composed("loop", "review=web")["review"], serve_review, None),
+        ("review=web (the loop)", composed("loop", "review=web")["review"], WebReview.__init__, None),
     ]
 
 
@@ -105,9 +112,29 @@ def test_the_guard_sees_a_default_that_differs():
 
 
 def test_the_loop_passes_the_purity_group_on():
-    from repair.loop import purity_kwargs
+    from repair.purity.config import run_settings
 
-    purity = composed("loop", "purity.max_words=7", "purity.stop_tokens=['的']")["purity"]
-    kwargs = purity_kwargs(OmegaConf.create({"purity": purity}))
-    assert set(kwargs) - {"relation_options"} == set(OmegaConf.load(CONF / "purity" / "default.yaml")) - {"replace"}
-    assert kwargs["max_words"] == 7 and list(kwargs["stop_tokens"]) == ["的"]
+    purity = composed("loop", "purity.rti.max_words=7", "purity.stop_tokens=['的']", "purity.relations=[rti,replace]")
+    kwargs = run_settings(purity["purity"])
+    group = set(OmegaConf.load(CONF / "purity" / "default.yaml"))
+    assert set(kwargs) - {"relation_options"} == group - {"rti", "replace"}
+    assert kwargs["relation_options"]["rti"] == {"max_words": 7, "min_content_words": 3}
+    assert kwargs["relation_options"]["replace"]["per_word"] == 2 and list(kwargs["stop_tokens"]) == ["的"]
+
+
+def test_an_old_rti_key_is_refused_with_its_new_name(tmp_path):
+    import subprocess
+    import sys
+
+    from repair.errors import UserError
+    from repair.purity.config import check_renamed
+
+    with pytest.raises(UserError, match=r"purity.max_words is now purity.rti.max_words"):
+        check_renamed(["cycles=2", "purity.max_words=7"], "purity.")
+    with pytest.raises(UserError, match=r"min_content_words is now rti.min_content_words"):
+        check_renamed(["+min_content_words=2"])
+    check_renamed(["purity.rti.max_words=7", "max_words=7"], "purity.")  # new names, and a key of another group
+    r = subprocess.run([sys.executable, "-m", "repair.loop", "purity.max_words=7", f"run_dir={tmp_path / 'run'}"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "purity.max_words is now purity.rti.max_words" in r.stderr and not (tmp_path / "run").exists()

@@ -81,7 +81,13 @@ def test_demo_loop_end_to_end(finished_run):
     mutants = {s["source"] for i in issues if i["relation"] == "replace" for s in i["sides"] if s["role"] == "mutant"}
     assert corrected & mutants  # the loop fine-tunes on what the replacement relation found too
     assert "| replace |" in (finished_run / "report.md").read_text()
-    assert before["erroneous_translations"] == report["corrections"] > 0
+    # the report counts the corrections the review wrote, and the oracle's corrections are the data's references
+    from repair.data.demo import load_references
+
+    written = [json.loads(l) for l in (finished_run / "cycle1/review/corrections.jsonl").read_text().splitlines() if l]
+    assert report["corrections"] == before["erroneous_translations"] == len(written) > 0
+    references = load_references(shared / "data" / "references.jsonl")
+    assert all(c["correction"] == references[c["source"]].strip() != c["translation"] for c in written)
     assert isinstance(after["issues"], int)
     assert 0 <= report["fixed"] <= report["corrections"]
     assert report["fix_rate"] == pytest.approx(report["fixed"] / report["corrections"])
@@ -227,8 +233,10 @@ def test_file_review_round_trip(shared, finished_run, tmp_path):
     assert second.returncode == 0, second.stderr[-3000:]
     corrections = [json.loads(l) for l in (run_dir / "cycle1/review/corrections.jsonl").read_text().splitlines() if l]
     # two corrections, or one where both rows share a source (the latest wins)
-    assert corrections and {c["correction"] for c in corrections} <= {"修正0", "修正1"}
-    assert json.loads((run_dir / "report.json").read_text())["corrections"] == len(corrections)
+    corrected = {rows[0]["source_2"], rows[1]["source_2"]}
+    assert {c["source"] for c in corrections} == corrected and len(corrections) == len(corrected)
+    assert {c["correction"] for c in corrections} <= {"修正0", "修正1"}
+    assert json.loads((run_dir / "report.json").read_text())["corrections"] == len(corrected)
 
 
 def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):

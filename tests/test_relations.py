@@ -52,8 +52,10 @@ def test_the_registry_names_the_relations_and_refuses_others():
     assert isinstance(rti, RTIRelation) and isinstance(replace, ReplaceRelation)
     with pytest.raises(UserError, match=r"purity.relations=\['rti', 'sit'\]: choose one or more of rti, replace"):
         make_relations(["rti", "sit"])
-    with pytest.raises(UserError, match=r"purity.replace: .*unexpected keyword argument 'bogus'"):
+    with pytest.raises(UserError, match=r"purity.replace has no option 'bogus' \(its options: unit, .*mlm_model\)"):
         make_relations(["replace"], options={"replace": {"bogus": 1}})
+    with pytest.raises(UserError, match=r"purity.rti has no option 'per_word' \(its options: unit, max_words, "):
+        make_relations(["rti"], options={"rti": {"per_word": 2}})
 
 
 def test_rti_relation_cases_and_distance_are_purity_s():
@@ -120,9 +122,11 @@ def test_replace_filters_part_of_speech_article_context_and_names(tmp_path):
         old, new = c.info["replaced"]
         assert (tag, new) in {(t, w.lower()) for p in PARSED for t, w, _ in tagged_leaves(p.tree)}
         assert replace_word(c.sentence, old, 0, new) or c.sentence.startswith(old.capitalize())
-    # without any context seen, nothing passes min_context=1 ... and min_context=0 lets candidates through
+    # without any context seen, nothing passes min_context=2 ... and min_context=0 lets candidates through
     bare = ReplaceRelation(min_context=2)
-    assert all(c.info["replaced"] for c in bare.cases(PARSED)) and bare.counts()["filtered"]["context"] > 0
+    assert bare.cases(PARSED) == [] and bare.counts()["filtered"]["context"] > 0
+    assert all(c.info["replaced"] for c in ReplaceRelation(min_context=0).cases(PARSED))
+    assert ReplaceRelation(min_context=0).cases(PARSED)
     # a capitalized word inside a sentence is a name: left alone
     name = Parsed("x:1", "We met Rose at the old market.",
                   "(ROOT (S (NP (PRP We)) (VP (VBD met) (NP (NN Rose)) (PP (IN at) (NP (DT the) (JJ old) (NN market)))) (. .)))")
@@ -151,7 +155,7 @@ def test_replace_lexicon_source_and_bad_options(tmp_path):
         ReplaceRelation(candidates="bert")
     with pytest.raises(UserError, match="per_word=0"):
         ReplaceRelation(per_word=0)
-    with pytest.raises(UserError, match="mlm"):
+    with pytest.raises(UserError, match=r"mlm_model='.*no-model': give a local folder with a masked language model"):
         ReplaceRelation(candidates="mlm", mlm_model=str(tmp_path / "no-model"))
 
 
@@ -177,21 +181,24 @@ def test_old_rti_records_load_and_keep_their_judgments(tmp_path):
     (review / "judgments.jsonl").write_text(json.dumps(
         {"issue": OLD_RECORD["id"], "wrong": ["container"], "kind": "incorrect modification",
          "corrections": {"container": "聪明的男孩的狗"}, "time": "t"}, ensure_ascii=False) + "\n", encoding="utf-8")
-    with CorrectionStore(review, [OLD_RECORD]) as store:
+    path.write_text(json.dumps(OLD_RECORD, ensure_ascii=False) + "\n", encoding="utf-8")
+    with CorrectionStore(review, read_issues(path)) as store:  # old records are upgraded where they are read
         (c,) = store.corrections()
     assert (c["source"], c["translation"], c["correction"]) == ("the clever boy's dog", "男孩的聪明的狗", "聪明的男孩的狗")
 
 
 def test_a_sheet_in_the_old_columns_is_still_read(tmp_path):
+    (tmp_path / "issues.jsonl").write_text(json.dumps(OLD_RECORD, ensure_ascii=False) + "\n", encoding="utf-8")
+    old = read_issues(tmp_path / "issues.jsonl")
     with pytest.raises(ReviewPending):
-        file_review([OLD_RECORD], tmp_path)
+        file_review(old, tmp_path)
     (tmp_path / "sheet.jsonl").unlink()
     (tmp_path / "sheet.csv").write_text(
         "id,container,container_translation,rti,rti_translation,missing,container_wrong,rti_wrong,kind,"
         "corrected_container_translation,corrected_rti_translation\n"
         f"{OLD_RECORD['id']},the clever boy's dog,男孩的聪明的狗,the clever boy,聪明的男孩,聪,no,yes,under,,那个聪明的男孩\n",
         encoding="utf-8")
-    (c,) = file_review([OLD_RECORD], tmp_path)
+    (c,) = file_review(old, tmp_path)
     assert (c["source"], c["correction"]) == ("the clever boy", "那个聪明的男孩")
 
 
@@ -216,7 +223,7 @@ def test_oracle_sheet_and_store_handle_a_replace_issue(tmp_path):
 
 
 def test_figures_by_relation_count_issues_errors_and_precision():
-    from repair.verify import by_relation
+    from repair.stats import by_relation
 
     rti = upgrade(OLD_RECORD)
     rep = {"id": "r1", "relation": "replace", "distance": 2, "sentence": "a", "evidence": [],
@@ -224,7 +231,7 @@ def test_figures_by_relation_count_issues_errors_and_precision():
                      {"role": "mutant", "source": "a dog sat .", "translation": "狗走了。"}]}
     judgments = {"r1": {"wrong": ["mutant"]}, rti["id"]: {"wrong": []}}
     refs = {"a cat sat .": "猫坐着。", "a dog sat .": "狗坐着。", "the clever boy": "聪明的男孩"}
-    figures = by_relation([OLD_RECORD, rep], judgments, refs)
+    figures = by_relation([rti, rep], judgments, refs)
     assert figures["replace"] == {"issues": 1, "erroneous_translations": 1, "judged": 1, "with_error": 1,
                                   "precision": 1.0}
     assert figures["rti"]["precision"] == 0.0 and figures["rti"]["erroneous_translations"] == 0

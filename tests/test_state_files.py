@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repair.errors import UserError
-from repair.loop import Run, stage_train
+from repair.stages import train
 from repair.nmt.finetune import finetune_model
 from repair.nmt.preprocessing import ModelFiles, Side
 
@@ -19,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_a_model_json_without_its_checkpoint_is_named(tmp_path, content):
     (tmp_path / "model.json").write_text(content)
     with pytest.raises(UserError, match=r"model.json: names no model .*delete it"):
-        stage_train(Run(cfg=None, dir=tmp_path), data=None)
+        train.run(tmp_path, None, None, {})
 
 
 @pytest.mark.parametrize("content, message", [('{"base_checkpoint": "a", "pai', "settings.json:1: not valid JSON"),
@@ -42,10 +42,11 @@ def test_a_run_dir_under_a_file_is_one_clear_message(tmp_path):
 
 def test_the_loop_reads_a_review_with_its_corrections_rebuilt_from_the_log(tmp_path):
     from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
 
     from helpers import make_issue
     from repair.fileio import append_jsonl, write_json_atomic
-    from repair.loop import stage_review
+    from repair.stages import review
     from repair.review.store import CorrectionStore
 
     boy = make_issue("the clever boy's dog", "男孩的聪明的狗", "the clever boy", "聪明的男孩", "聪明")
@@ -58,6 +59,6 @@ def test_the_loop_reads_a_review_with_its_corrections_rebuilt_from_the_log(tmp_p
                                           "corrections": {"rti": "那个聪明的男孩"}, "time": "t"})
     with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
         cfg = compose("loop", overrides=["review=web"])
-    corrections, review = stage_review(Run(cfg=cfg, dir=tmp_path), out, [boy], data=None)
+    corrections, stats = review.run(out, [boy], OmegaConf.to_container(cfg.review))
     assert [c["correction"] for c in corrections] == ["那个聪明的男孩"]
-    assert review["judged"] == 1 and review["with_error"] == 1
+    assert stats["judged"] == 1 and stats["with_error"] == 1

@@ -6,7 +6,7 @@ import pytest
 
 from repair.errors import UserError
 from repair.heldout import cycle_slice, heldout_split
-from repair.verify import classify_changes, erroneous_translations, heldout_comparison, mcnemar_exact, verify_fixes
+from repair.stats import classify_changes, erroneous_translations, heldout_comparison, mcnemar_exact, verify_fixes
 from tests.helpers import make_issue
 
 

@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import re
-import shutil
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any, Iterable, Iterator, Sequence
 from tqdm import tqdm
 
 from repair.errors import UserError
-from repair.fileio import iter_text_lines, write_json_atomic, write_text_atomic
+from repair.fileio import iter_text_lines, write_json_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -156,16 +155,6 @@ def iter_parallel(en_path: Path, zh_path: Path) -> Iterator[tuple[str, str]]:
         yield en, zh
 
 
-def check_parallel_files(paths: dict[tuple[str, str], Path]) -> None:
-    """Before any work: every file UTF-8 (file:line of the first bad line) and both sides of each
-    split of the same length (both files and counts named)."""
-    for split in SPLITS:
-        en_path, zh_path = paths[(split, SRC)], paths[(split, TGT)]
-        n_en, n_zh = (sum(1 for _ in iter_text_lines(p)) for p in (en_path, zh_path))
-        if n_en != n_zh:
-            raise UserError(f"{en_path} has {n_en} lines but {zh_path} has {n_zh}: the two sides must be aligned line by line")
-
-
 def read_parallel(en_path: Path, zh_path: Path) -> list[tuple[str, str]]:
     return list(iter_parallel(en_path, zh_path))
 
@@ -263,7 +252,8 @@ def encode_file(sp, src: Path, dst: Path, *, threads: int = 1, chunk: int = 100_
 # ----------------------------------------------------------------------------- binarizing
 
 
-def _binarize_file(text_path: Path, dictionary, out_prefix: Path, workers: int = 1) -> None:
+def binarize_file(text_path: Path, dictionary, out_prefix: Path, workers: int = 1) -> None:
+    """One text file of tokens, binarized with `dictionary` into out_prefix.{bin,idx} (fairseq's mmap format)."""
     from fairseq.binarizer import FileBinarizer, VocabularyDatasetBinarizer
 
     binarizer = VocabularyDatasetBinarizer(dictionary, append_eos=True)
@@ -300,6 +290,70 @@ def bin_prefix(bin_dir: Path, split: str, lang: str) -> Path:
 
 
 # ----------------------------------------------------------------------------- the stage
+
+
+def clean_splits(paths: dict[tuple[str, str], Path], clean_dir: Path, *, max_ratio: float, max_length: int) -> dict:
+    """Every split cleaned into clean_dir/{split}.{lang}; the counts per split. The raw files are checked
+    as they are read (UTF-8, both sides aligned): a bad line stops the work, naming the file and line."""
+    out: dict = {}
+    clean_dir.mkdir(parents=True, exist_ok=True)
+    for split in SPLITS:
+        counts: dict = {}
+        # Valid and test stay comparable with published figures: only repair text, never filter.
+        kept = iter_clean_pairs(iter_parallel(paths[(split, SRC)], paths[(split, TGT)]), counts,
+                                max_ratio=max_ratio, max_length=max_length,
+                                dedup=split == "train", filter_length=split == "train")
+        tmp_en, tmp_zh = clean_dir / f".{split}.{SRC}.tmp", clean_dir / f".{split}.{TGT}.tmp"
+        try:
+            with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
+                for en, zh in tqdm(kept, desc=f"cleaning {split}", unit=" pairs", disable=None):
+                    fe.write(en + "\n")
+                    fz.write(zh + "\n")
+        except BaseException:
+            tmp_en.unlink(missing_ok=True)
+            tmp_zh.unlink(missing_ok=True)
+            raise
+        if not counts["kept"]:
+            raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
+        os.replace(tmp_en, clean_dir / f"{split}.{SRC}")
+        os.replace(tmp_zh, clean_dir / f"{split}.{TGT}")
+        out[split] = counts
+        logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
+                    split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
+                    counts["duplicate"], counts["changed"])
+    return out
+
+
+def encode_splits(data_dir: Path, *, vocab: dict[str, int], model_type: str, spm_input_sentence_size: int,
+                  workers: int) -> dict:
+    """A SentencePiece model per language trained on the cleaned training split, every split encoded with
+    it and binarized with a dictionary built from the training split, into data_dir/{spm,bin}; the sizes."""
+    clean_dir, bin_dir = data_dir / "clean", data_dir / "bin"
+    sizes: dict = {}
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".prepare.") as tmp:
+        tmp = Path(tmp)
+        for lang in LANGS:
+            sp_path = train_spm(clean_dir / f"train.{lang}", tmp / lang, vocab_size=vocab[lang], lang=lang,
+                                model_type=model_type, input_sentence_size=spm_input_sentence_size, threads=workers)
+            sp = load_spm(sp_path)
+            for split in SPLITS:
+                encode_file(sp, clean_dir / f"{split}.{lang}", tmp / f"{split}.{lang}", threads=workers)
+            d = _build_dictionary(tmp / f"train.{lang}", workers)
+            d.save(str(tmp / f"dict.{lang}.txt"))
+            for split in SPLITS:
+                binarize_file(tmp / f"{split}.{lang}", d, tmp / f"{split}.{SRC}-{TGT}.{lang}", workers)
+            sizes[lang] = {"spm": sp.get_piece_size(), "dict": len(d)}
+        (data_dir / "spm").mkdir(parents=True, exist_ok=True)
+        for lang in LANGS:
+            for ext in (".model", ".vocab"):
+                os.replace(tmp / f"{lang}{ext}", data_dir / "spm" / f"{lang}{ext}")
+            os.replace(tmp / f"dict.{lang}.txt", bin_dir / f"dict.{lang}.txt")
+            for split in SPLITS:
+                for ext in (".bin", ".idx"):
+                    name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
+                    os.replace(tmp / name, bin_dir / name)
+    return sizes
 
 
 def prepare_data(
@@ -348,100 +402,18 @@ def prepare_data(
             logger.info("data in %s already prepared (inputs unchanged): skipping", data_dir)
             return record
 
-    check_parallel_files(paths)
-    stats: dict = {"splits": {}}
-    clean_dir.mkdir(parents=True, exist_ok=True)
-    for split in SPLITS:
-        counts: dict = {}
-        # Valid and test stay comparable with published figures: only repair text, never filter.
-        kept = iter_clean_pairs(iter_parallel(paths[(split, SRC)], paths[(split, TGT)]), counts,
-                                max_ratio=max_ratio, max_length=max_length,
-                                dedup=split == "train", filter_length=split == "train")
-        tmp_en, tmp_zh = clean_dir / f".{split}.{SRC}.tmp", clean_dir / f".{split}.{TGT}.tmp"
-        with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
-            for en, zh in tqdm(kept, desc=f"cleaning {split}", unit=" pairs", disable=None):
-                fe.write(en + "\n")
-                fz.write(zh + "\n")
-        if not counts["kept"]:
-            raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
-        os.replace(tmp_en, clean_dir / f"{split}.{SRC}")
-        os.replace(tmp_zh, clean_dir / f"{split}.{TGT}")
-        stats["splits"][split] = counts
-        logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
-                    split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
-                    counts["duplicate"], counts["changed"])
+    stats: dict = {"splits": clean_splits(paths, clean_dir, max_ratio=max_ratio, max_length=max_length)}
     if not encode:
         record = {"clean_fingerprint": clean_fingerprint, "options": clean_options, **stats}
         write_json_atomic(record_path, record)
         return record
 
-    bin_dir.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=data_dir, prefix=".prepare.") as tmp:
-        tmp = Path(tmp)
-        for lang in LANGS:
-            sp_path = train_spm(clean_dir / f"train.{lang}", tmp / lang, vocab_size=options["vocab"][lang], lang=lang,
-                                model_type=model_type, input_sentence_size=spm_input_sentence_size, threads=workers)
-            sp = load_spm(sp_path)
-            for split in SPLITS:
-                encode_file(sp, clean_dir / f"{split}.{lang}", tmp / f"{split}.{lang}", threads=workers)
-            d = _build_dictionary(tmp / f"train.{lang}", workers)
-            d.save(str(tmp / f"dict.{lang}.txt"))
-            for split in SPLITS:
-                _binarize_file(tmp / f"{split}.{lang}", d, tmp / f"{split}.{SRC}-{TGT}.{lang}", workers)
-            stats.setdefault("vocab", {})[lang] = {"spm": sp.get_piece_size(), "dict": len(d)}
-        (data_dir / "spm").mkdir(parents=True, exist_ok=True)
-        for lang in LANGS:
-            for ext in (".model", ".vocab"):
-                os.replace(tmp / f"{lang}{ext}", data_dir / "spm" / f"{lang}{ext}")
-            os.replace(tmp / f"dict.{lang}.txt", bin_dir / f"dict.{lang}.txt")
-            for split in SPLITS:
-                for ext in (".bin", ".idx"):
-                    name = f"{split}.{SRC}-{TGT}.{lang}{ext}"
-                    os.replace(tmp / name, bin_dir / name)
+    stats["vocab"] = encode_splits(data_dir, vocab=options["vocab"], model_type=model_type,
+                                   spm_input_sentence_size=spm_input_sentence_size, workers=workers)
     record = {"fingerprint": fingerprint, "clean_fingerprint": clean_fingerprint, "options": options, **stats,
               "spm": {l: str(p) for l, p in spm_paths(data_dir).items()}, "bin": str(bin_dir)}
     write_json_atomic(record_path, record)
     return record
-
-
-def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files, out_dir: str | os.PathLike,
-                   *, workers: int = 1) -> Path:
-    """Binarize text pairs with a model's own preprocessing and dictionaries (`files`, a
-    repair.nmt.preprocessing.ModelFiles): each split of `splits` into
-    <out_dir>/{split}.{src}-{tgt}.{lang}.{bin,idx}, the dictionaries beside them. Returns out_dir,
-    a folder fairseq's translation task can train on with the model's own vocabulary.
-    """
-    from repair.nmt.preprocessing import Codec
-
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    sides = (files.src, files.tgt)
-    codecs = [Codec(side) for side in sides]
-    dicts = [load_dictionary(side.dict) for side in sides]
-    prefix = f"{files.src.lang}-{files.tgt.lang}"
-    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:
-        tmp = Path(tmp)
-        for split, pairs in splits.items():
-            if not pairs:
-                raise UserError(f"no sentence pairs to binarize for {split} (the corrections and replay sample are empty)")
-            cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
-            kept = [(en, zh) for en, zh in cleaned if en and zh]
-            if not kept:
-                raise UserError(f"all {len(pairs)} {split} pairs to binarize have an empty side; every pair needs "
-                                "English and Chinese text")
-            if len(kept) < len(pairs):
-                # A replay sample drawn from raw text can meet an empty line; it carries nothing to learn.
-                logger.warning("%d of %d pairs with an empty side left out of %s", len(pairs) - len(kept), len(pairs), split)
-            for i, (side, codec, d) in enumerate(zip(sides, codecs, dicts)):
-                text = tmp / f"{split}.{side.lang}"
-                write_text_atomic(text, "".join(line + "\n" for line in codec.encode_all([p[i] for p in kept])))
-                _binarize_file(text, d, tmp / f"{split}.{prefix}.{side.lang}", workers)
-                for ext in (".bin", ".idx"):
-                    name = f"{split}.{prefix}.{side.lang}{ext}"
-                    os.replace(tmp / name, out_dir / name)
-    for side in sides:
-        shutil.copyfile(side.dict, out_dir / f"dict.{side.lang}.txt")
-    return out_dir
 
 
 def read_clean_pairs(data_dir: str | os.PathLike, split: str = "train") -> list[tuple[str, str]]:

@@ -83,7 +83,7 @@ def learn_codes(texts: list[str], codes: Path, merges: int) -> None:
 def build(out: Path, *, source: Path = TATOEBA, epochs: int = 8, merges: int = 6000, n_train: int | None = None,
           model: dict | None = None, threads: int | None = None) -> Path:
     """The corpus, the BPE codes, the binarized data, the trained model and its folder; returns OUT/model."""
-    from repair.data.prepare import _binarize_file, _build_dictionary, clean_text, read_parallel
+    from repair.data.prepare import _build_dictionary, binarize_file, clean_text, read_parallel
     from repair.fileio import write_text_atomic
     from repair.nmt.preprocessing import PREPROCESSING_FILE, Codec, Side
     from repair.nmt.train import train_model
@@ -114,7 +114,7 @@ def build(out: Path, *, source: Path = TATOEBA, epochs: int = 8, merges: int = 6
             d = _build_dictionary(work / f"train.bpe.{lang}")
             d.save(str(bin_dir / f"dict.{lang}.txt"))
             for split in SPLITS:
-                _binarize_file(work / f"{split}.bpe.{lang}", d, bin_dir / f"{split}.en-zh.{lang}")
+                binarize_file(work / f"{split}.bpe.{lang}", d, bin_dir / f"{split}.en-zh.{lang}")
     if threads:
         import torch
 

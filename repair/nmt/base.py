@@ -1,15 +1,5 @@
-"""The one interface every translator implements (the table, fairseq and CTranslate2 translators)."""
+"""The interface the nmt translators implement: Purity's (repair.purity.translators.Translator)."""
 
-from __future__ import annotations
+from repair.purity.translators import Translator
 
-from abc import ABC, abstractmethod
-
-
-class Translator(ABC):
-    """Translates a batch of English texts into Chinese, one output per input, in order."""
-
-    name: str = "translator"
-
-    @abstractmethod
-    def translate(self, texts: list[str]) -> list[str]:
-        ...
+__all__ = ["Translator"]

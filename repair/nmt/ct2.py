@@ -301,6 +301,11 @@ class CTranslate2Translator(Translator):
                 inter_threads=self.workers, intra_threads=self.threads if kind == "cpu" else 0)
         except (RuntimeError, ValueError) as e:
             raise UserError(f"{path}: CTranslate2 cannot load this model ({str(e).splitlines()[0][:300]})") from None
+        self._read_config(path)
+
+    def _read_config(self, path: Path) -> None:
+        """The tokens left out of a translation, and the end token (given to sources that lack it), from the
+        converted model's config.json."""
         self._ignore = {"<unk>", "<pad>", "<blank>", "<s>", "</s>"}
         try:
             config = json.loads((path / "config.json").read_text(encoding="utf-8"))

@@ -15,16 +15,17 @@ import json
 import logging
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
-from repair.data.prepare import binarize_pairs
+from repair.data.prepare import binarize_file, clean_text, load_dictionary
 from repair.errors import UserError
-from repair.fileio import append_jsonl, read_json, write_json_atomic
+from repair.fileio import append_jsonl, read_json, write_json_atomic, write_text_atomic
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import set_threads, use_cuda, use_fp16
-from repair.nmt.preprocessing import ModelFiles, write_model_folder
+from repair.nmt.preprocessing import Codec, ModelFiles, write_model_folder
 from repair.nmt.train import read_curve, run_training
 
 logger = logging.getLogger(__name__)
@@ -32,6 +33,43 @@ logger = logging.getLogger(__name__)
 
 def _pairs_digest(pairs: Sequence[tuple[str, str]]) -> str:
     return hashlib.sha1(json.dumps([list(p) for p in pairs], ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files: ModelFiles, out_dir: str | os.PathLike,
+                   *, workers: int = 1) -> Path:
+    """Binarize text pairs with a model's own preprocessing and dictionaries (`files`): each split of `splits` into
+    <out_dir>/{split}.{src}-{tgt}.{lang}.{bin,idx}, the dictionaries beside them. Returns out_dir,
+    a folder fairseq's translation task can train on with the model's own vocabulary.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    sides = (files.src, files.tgt)
+    codecs = [Codec(side) for side in sides]
+    dicts = [load_dictionary(side.dict) for side in sides]
+    prefix = f"{files.src.lang}-{files.tgt.lang}"
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:
+        tmp = Path(tmp)
+        for split, pairs in splits.items():
+            if not pairs:
+                raise UserError(f"no sentence pairs to binarize for {split} (the corrections and replay sample are empty)")
+            cleaned = [(clean_text(en), clean_text(zh)) for en, zh in pairs]
+            kept = [(en, zh) for en, zh in cleaned if en and zh]
+            if not kept:
+                raise UserError(f"all {len(pairs)} {split} pairs to binarize have an empty side; every pair needs "
+                                "English and Chinese text")
+            if len(kept) < len(pairs):
+                # A replay sample drawn from raw text can meet an empty line; it carries nothing to learn.
+                logger.warning("%d of %d pairs with an empty side left out of %s", len(pairs) - len(kept), len(pairs), split)
+            for i, (side, codec, d) in enumerate(zip(sides, codecs, dicts)):
+                text = tmp / f"{split}.{side.lang}"
+                write_text_atomic(text, "".join(line + "\n" for line in codec.encode_all([p[i] for p in kept])))
+                binarize_file(text, d, tmp / f"{split}.{prefix}.{side.lang}", workers)
+                for ext in (".bin", ".idx"):
+                    name = f"{split}.{prefix}.{side.lang}{ext}"
+                    os.replace(tmp / name, out_dir / name)
+    for side in sides:
+        shutil.copyfile(side.dict, out_dir / f"dict.{side.lang}.txt")
+    return out_dir
 
 
 def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoint: Path, *, lr: float, patience: int,

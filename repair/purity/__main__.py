@@ -11,10 +11,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from repair.errors import UserError, exit_on_user_error
 from repair.fileio import check_folder_overrides, read_text_lines
+from repair.purity.config import check_renamed, run_settings
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
-from repair.purity.translators import make_translator
+from repair.nmt.backends import make_translator
 
 log = logging.getLogger("repair.purity")
 
@@ -55,16 +56,8 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
     else:
         raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
                         "sentences, one per line")
-    summary = run_purity(
-        sentences, parser, translator, out_dir,
-        thresholds=list(cfg.thresholds), unit=cfg.unit, skip_latin=cfg.skip_latin,
-        max_words=cfg.max_words, min_content_words=cfg.min_content_words,
-        max_sentence_words=cfg.max_sentence_words, stopwords=cfg.stopwords,
-        stop_tokens=list(cfg.stop_tokens), init_seconds=init_seconds, source=source, lines=lines,
-        relations=list(cfg.relations),
-        relation_options={name: OmegaConf.to_container(cfg[name], resolve=True)
-                          for name in cfg.relations if cfg.get(name) is not None},
-    )
+    summary = run_purity(sentences, parser, translator, out_dir, init_seconds=init_seconds, source=source, lines=lines,
+                         **run_settings(OmegaConf.to_container(cfg, resolve=True)))
     print(summary_table(summary), flush=True)
     return summary
 
@@ -79,6 +72,7 @@ def main(cfg: DictConfig) -> None:
 
 @exit_on_user_error
 def cli() -> None:
+    check_renamed(sys.argv[1:])
     check_folder_overrides(sys.argv[1:], ["out"])  # Hydra makes `out` before main runs
     main()
 

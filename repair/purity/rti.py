@@ -264,7 +264,7 @@ def root_text(tree: Node) -> str:
     return join_leaves(tree.leaves())
 
 
-def squeeze(text: str) -> str:
+def bare_letters(text: str) -> str:
     """Text without whitespace and ASCII punctuation, to tell an NP that is the whole sentence."""
     return _ASCII_PUNCT_OR_SPACE.sub("", text)
 
@@ -343,7 +343,7 @@ def extract(
         text = (sentence or "").strip()
         return SentenceRTIs(text, [], [], [])
     text = sentence.strip() if sentence is not None else root_text(node)
-    text_squeezed = squeeze(text)
+    text_bare = bare_letters(text)
 
     found: list[tuple[int, int, str, str]] = []  # (container order, RTI order, container, RTI)
     rtis: list[str] = []
@@ -363,7 +363,7 @@ def extract(
                 found.append((-1, order, text, phrase))
                 found.extend((c_order, order, c_text, phrase) for c_order, c_text in containers)
             if len(words) >= 2 and phrase:
-                if squeeze(phrase) == text_squeezed:
+                if bare_letters(phrase) == text_bare:
                     inner = containers  # this NP is the sentence, which is a container already
                 else:
                     inner = containers + ((order, phrase),)

@@ -159,6 +159,15 @@ def summarize(sentences: int, skipped_lines: dict, cases: list[Case], texts: lis
     }
 
 
+def build_relations(relations: Sequence[str | Relation], shared: Mapping,
+                    relation_options: Mapping[str, Mapping] | None) -> list[Relation]:
+    """The relations to run, in order: a name built by make_relations from the shared settings and its
+    options block, a Relation object as it is."""
+    names = [r for r in relations if isinstance(r, str)]
+    built = iter(make_relations(names, shared, relation_options)) if names else iter(())
+    return [next(built) if isinstance(r, str) else r for r in relations]
+
+
 def run_purity(
     sentences: Sequence[str],
     parser: Parser | None,
@@ -167,8 +176,6 @@ def run_purity(
     thresholds: Sequence[int] = (0, 1, 2, 3),
     unit: str = "char",
     skip_latin: bool = True,
-    max_words: int = 10,
-    min_content_words: int = 3,
     max_sentence_words: int = 200,
     stopwords: str | Path | Iterable[str] | None = None,
     trees: Sequence[str] | None = None,
@@ -181,8 +188,8 @@ def run_purity(
 ) -> dict:
     """Test `translator` on `sentences` (lines of an input; blank ones are skipped and counted).
 
-    relations: names (built with `make_relations`, RTI from max_words / min_content_words, the others from
-    `relation_options[name]`) or Relation objects; every text of every relation is translated once.
+    relations: names (built with `make_relations`, each from `relation_options[name]`, e.g. RTI's
+    {"max_words": 10, "min_content_words": 3}) or Relation objects; every text of every relation is translated once.
     trees: one bracketed tree per entry of `sentences`, to use instead of `parser`.
     stopwords: a file of English stop words, a collection of them, or None for NLTK's list.
     init_seconds: the caller's time to build parser and translator (Table V's first column).
@@ -199,12 +206,7 @@ def run_purity(
     if trees is not None and len(trees) != len(sentences):
         raise UserError(f"{len(trees)} trees for {len(sentences)} sentences; give one tree per sentence")
     shared = {"unit": unit, "stop_tokens": tuple(stop_tokens), "stopwords": stopwords}
-    options = {"rti": {"max_words": max_words, "min_content_words": min_content_words}}
-    for name, opts in (relation_options or {}).items():
-        options[name] = {**options.get(name, {}), **dict(opts or {})}
-    names = [r for r in relations if isinstance(r, str)]
-    built = iter(make_relations(names, shared, options)) if names else iter(())
-    relations = [next(built) if isinstance(r, str) else r for r in relations]
+    relations = build_relations(relations, shared, relation_options)
 
     started = time.perf_counter()
     kept, indexes, skipped_lines = select_sentences(sentences, lines, max_sentence_words, source)
@@ -233,7 +235,7 @@ def run_purity(
     summary = summarize(len(kept), skipped_lines, cases, text_list, by_relation, seconds, relations, {
         "parser": parser.name if parser is not None and trees is None else "trees",
         "translator": translator.name, "thresholds": thresholds, "unit": unit, "skip_latin": skip_latin,
-        "max_words": max_words, "min_content_words": min_content_words, "max_sentence_words": max_sentence_words,
+        **rti_limits(relations), "max_sentence_words": max_sentence_words,
         "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
     write_jsonl_atomic(out / "issues.jsonl", issues)
     write_text_atomic(out / "issues.md", issues_markdown(issues, translation, thresholds[0], summary))
@@ -244,6 +246,12 @@ def run_purity(
              len(issues), lowest, ", ".join(f"d>{d}: {n}" for d, n in summary["issues"].items()),
              summary["skipped_pairs"], out)
     return summary
+
+
+def rti_limits(relations: Sequence[Relation]) -> dict:
+    """The RTI relation's size limits for the summary's settings (empty when RTI did not run)."""
+    rti = next((r for r in relations if r.name == "rti"), None)
+    return {"max_words": rti.max_words, "min_content_words": rti.min_content_words} if rti is not None else {}
 
 
 def issues_markdown(issues: list[dict], translation: dict[str, str], lowest: int, summary: dict) -> str:

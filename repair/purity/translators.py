@@ -1,17 +1,25 @@
-"""The table of recorded translations, and the one place a translator is built from its config
-(`Translator`, the interface, lives in repair.nmt.base and is importable from here too)."""
+"""The interface every translator implements (Purity's view of a translator), and the table of recorded
+translations (`translator=table`). The translator classes are chosen in repair.nmt.backends."""
 
 from __future__ import annotations
 
-import inspect
 import logging
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Mapping
 
 from repair.errors import UserError
-from repair.nmt.base import Translator  # the interface, importable from here too
 
 log = logging.getLogger(__name__)
+
+
+class Translator(ABC):
+    """Translates a batch of English texts into Chinese, one output per input, in order."""
+
+    name: str = "translator"
+
+    @abstractmethod
+    def translate(self, texts: list[str]) -> list[str]:
+        ...
 
 
 class MissingTranslations(UserError):
@@ -82,46 +90,3 @@ class TableTranslator(Translator):
             raise MissingTranslations(f"{len(missing)} of {len(set(texts))} texts have no translation: {where}",
                                       missing)
         return [self.table[t] for t in texts]
-
-
-def constructor_kwargs(kind: str, cls: type, options: Mapping[str, Any]) -> dict[str, Any]:
-    """`options` checked against `cls.__init__`: an unknown key is a UserError that names the keys
-    there are."""
-    params = inspect.signature(cls.__init__).parameters
-    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    known = [n for n, p in params.items() if n != "self" and p.kind in
-             (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)]
-    known += list(getattr(cls, "extra_options", ()))  # taken through **kwargs, named by the class
-    unknown = [k for k in options if k not in known]
-    if unknown and (not takes_any or hasattr(cls, "extra_options")):
-        raise UserError(f"{kind} has no option {', '.join(map(repr, unknown))} "
-                        f"(its options: {', '.join(known) or 'none'})")
-    return dict(options)
-
-
-def split_config(cfg: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
-    """A config group's plain values: its `name` and the other keys."""
-    options = dict(cfg)
-    name = options.pop("name", None)
-    return name, options
-
-
-def make_translator(cfg: Mapping[str, Any], **overrides: Any) -> Translator:
-    """A translator from its config group (`name`: table | fairseq | ctranslate2; other keys go to its class),
-    with `overrides` (a checkpoint, resolved model files) taking the place of the config's keys.
-    The one place a translator is built: Purity's CLI, the loop's stages and the benchmark call it."""
-    name, options = split_config(cfg)
-    options.update(overrides)
-    if name == "table":
-        cls: type = TableTranslator
-    elif name == "fairseq":
-        from repair.nmt.translator import FairseqTranslator
-
-        cls = FairseqTranslator
-    elif name == "ctranslate2":
-        from repair.nmt.ct2 import CTranslate2Translator
-
-        cls = CTranslate2Translator
-    else:
-        raise UserError(f"unknown translator {name!r}; choose translator=table, translator=fairseq or translator=ctranslate2")
-    return cls(**constructor_kwargs(f"translator={name}", cls, options))

@@ -7,8 +7,8 @@ import logging
 import os
 from collections import Counter
 
-from repair.issues import upgrade
-from repair.review.store import CorrectionStore, squeeze
+from repair.review.store import CorrectionStore
+from repair.stats import squeeze
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
     items, needs_person = [], []
-    for issue in map(upgrade, issues):
+    for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):
             needs_person.append(issue["id"])

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from repair.errors import UserError
 from repair.fileio import iter_jsonl, json_line, read_text_lines, write_jsonl_atomic, write_text_atomic
-from repair.issues import issue_id, upgrade
-from repair.review.store import KINDS, CorrectionStore, parse_kind, squeeze
+from repair.issues import issue_id
+from repair.review.store import KINDS, CorrectionStore, parse_kind
+from repair.stats import squeeze
 
 SHEET_CSV = "sheet.csv"
 SHEET_JSONL = "sheet.jsonl"
@@ -49,7 +50,6 @@ def _uncell(text: str) -> str:
 
 def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> list[dict]:
     """One row per issue; filled from `judgments` (latest per issue id) where there is one."""
-    issues = [upgrade(i) for i in issues]
     given, to_fill = columns(issues)
     rows = []
     for i in issues:
@@ -209,7 +209,6 @@ def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: s
     are recorded on every call, and ReviewPending is raised while rows remain.
     """
     review_dir = Path(review_dir)
-    issues = [upgrade(i) for i in issues]
     with CorrectionStore(review_dir, issues) as store:
         return _file_review(store, issues, review_dir, rerun_hint)
 

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from repair.errors import UserError
-from repair.issues import roles, side, upgrade
+from repair.issues import roles, side
+from repair.stats import squeeze
 from repair.fileio import (FolderLock, append_jsonl, drop_torn_tail, iter_jsonl, json_line, read_json,
                            remove_temp_files, write_json_atomic, write_text_atomic)
 
@@ -61,11 +62,6 @@ def parse_kind(text: Any) -> str:
     if len(matches) == 1:
         return matches[0]
     raise ValueError(f"unknown kind {text!r}; use one of: {', '.join(KINDS)}")
-
-
-def squeeze(text: str) -> str:
-    """A translation without its whitespace: two translations that differ only in spaces are the same."""
-    return "".join(text.split())
 
 
 CONTROL_NAMES = {"\n": "LINE FEED", "\r": "CARRIAGE RETURN", "\x85": "NEXT LINE", "\x0b": "LINE TABULATION",
@@ -158,7 +154,7 @@ class CorrectionStore:
         self.corrections_path = self.dir / CORRECTIONS
         self.progress_path = self.dir / PROGRESS
         self.issues: dict[str, dict] | None = \
-            {i["id"]: i for i in map(upgrade, issues)} if issues is not None else None
+            {i["id"]: i for i in issues} if issues is not None else None
         self.lock = FolderLock(self.dir, "review folder").acquire()
         try:
             if drop_torn_tail(self.judgments_path):

@@ -32,7 +32,6 @@ from starlette.routing import Route
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
-from repair.issues import upgrade
 from repair.purity.relations import describe
 from repair.review.store import KINDS, CorrectionStore, now_iso
 
@@ -140,32 +139,38 @@ async def read_json_body(request: Request) -> object:
         raise BadRequest(400, "the request's JSON is nested too deeply") from None
 
 
-def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
-               host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None) -> Starlette:
-    """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
+def parse_judgment(body: object, by_id: dict[str, dict]) -> tuple[str, list[str], str | None, dict[str, str]]:
+    """A posted judgment's issue, sides marked wrong, kind and corrections (one per side marked wrong);
+    BadRequest (400) saying what is wrong with it."""
+    if not isinstance(body, dict):
+        raise BadRequest(400, "a judgment must be a JSON object")
+    issue, wrong, kind = body.get("issue"), body.get("wrong"), body.get("kind")
+    corrections = body.get("corrections") or {}
+    if not isinstance(issue, str) or issue not in by_id:
+        raise BadRequest(400, "unknown issue")
+    names = [s["role"] for s in by_id[issue]["sides"]]
+    if (not isinstance(wrong, list) or any(not isinstance(w, str) or w not in names for w in wrong)
+            or not isinstance(corrections, dict)
+            or any(not isinstance(corrections.get(s, ""), str) for s in names)
+            or not (kind is None or isinstance(kind, str))):
+        raise BadRequest(400, f"bad judgment: 'wrong' must list sides of the issue ({' / '.join(names)}), "
+                              "'kind' be a text and 'corrections' map each side to a text")
+    return issue, wrong, kind, {s: corrections.get(s, "") for s in wrong}
 
-    It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
-    """
-    issues = [upgrade(i) for i in issues]
-    store = CorrectionStore(review_dir, issues)
-    token = token or secrets.token_urlsafe(32)
+
+def answer(obj, status: int = 200) -> Response:
+    return JSONResponse(obj, status_code=status, headers=SECURITY_HEADERS)
+
+
+def refused() -> Response:
+    return JSONResponse({"error": "missing or wrong session token; open the address the review command printed"},
+                        status_code=403, headers=SECURITY_HEADERS)
+
+
+def static_routes() -> list[Route]:
+    """The page and its assets (no token needed: they hold no issue)."""
     page = _asset("index.html")
     assets = {name: _asset(name) for name in ASSET_TYPES}
-    by_id = {i["id"]: i for i in issues}
-    relations = {name: describe(name) for name in dict.fromkeys(i["relation"] for i in issues)}
-
-    def authorised(request: Request) -> bool:
-        return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
-
-    def refused() -> Response:
-        return JSONResponse({"error": "missing or wrong session token; open the address the review command printed"},
-                            status_code=403, headers=SECURITY_HEADERS)
-
-    def answer(obj, status: int = 200) -> Response:
-        return JSONResponse(obj, status_code=status, headers=SECURITY_HEADERS)
-
-    def prefill() -> dict[str, str]:
-        return {c["source"]: c["correction"] for c in store.corrections()}
 
     async def index(request: Request) -> Response:
         return HTMLResponse(page, headers=SECURITY_HEADERS)
@@ -175,6 +180,27 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         if name not in assets:
             return PlainTextResponse("not found", status_code=404, headers=SECURITY_HEADERS)
         return Response(assets[name], media_type=ASSET_TYPES[name], headers=SECURITY_HEADERS)
+
+    return [Route("/", index), Route("/static/{name}", asset),
+            Route("/favicon.ico", lambda request: Response(status_code=204))]
+
+
+def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
+               host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None) -> Starlette:
+    """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
+
+    It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
+    """
+    store = CorrectionStore(review_dir, issues)
+    token = token or secrets.token_urlsafe(32)
+    by_id = {i["id"]: i for i in issues}
+    relations = {name: describe(name) for name in dict.fromkeys(i["relation"] for i in issues)}
+
+    def authorised(request: Request) -> bool:
+        return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
+
+    def prefill() -> dict[str, str]:
+        return {c["source"]: c["correction"] for c in store.corrections()}
 
     async def state(request: Request) -> Response:
         if not authorised(request):
@@ -188,23 +214,11 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             return refused()
         try:
             body = await read_json_body(request)
+            issue, wrong, kind, corrections = parse_judgment(body, by_id)
         except BadRequest as e:
             return answer({"error": str(e)}, e.status)
-        if not isinstance(body, dict):
-            return answer({"error": "a judgment must be a JSON object"}, 400)
-        issue, wrong, kind = body.get("issue"), body.get("wrong"), body.get("kind")
-        corrections = body.get("corrections") or {}
-        if not isinstance(issue, str) or issue not in by_id:
-            return answer({"error": "unknown issue"}, 400)
-        names = [s["role"] for s in by_id[issue]["sides"]]
-        if (not isinstance(wrong, list) or any(not isinstance(w, str) or w not in names for w in wrong)
-                or not isinstance(corrections, dict)
-                or any(not isinstance(corrections.get(s, ""), str) for s in names)
-                or not (kind is None or isinstance(kind, str))):
-            return answer({"error": f"bad judgment: 'wrong' must list sides of the issue ({' / '.join(names)}), "
-                                    "'kind' be a text and 'corrections' map each side to a text"}, 400)
         try:
-            j = store.record(issue, wrong, kind, {s: corrections.get(s, "") for s in wrong})
+            j = store.record(issue, wrong, kind, corrections)
         except UserError as e:
             return answer({"error": str(e)}, 400)
         return answer({"judgment": j, "stats": store.stats(), "prefill": prefill()})
@@ -234,9 +248,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     app = Starlette(
         exception_handlers={500: server_error},
         routes=[
-            Route("/", index),
-            Route("/static/{name}", asset),
-            Route("/favicon.ico", lambda request: Response(status_code=204)),
+            *static_routes(),
             Route("/api/state", state),
             Route("/api/judge", judge, methods=["POST"]),
             Route("/api/export.csv", export),

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from repair.nmt.base import Translator
+    from repair.purity.translators import Translator
     from repair.nmt.preprocessing import ModelFiles
 
 
@@ -27,6 +27,56 @@ class Data:
         from repair.data.demo import load_references
 
         return load_references(self.references)
+
+
+def check_translator(cfg: dict) -> None:
+    """The loop fine-tunes a fairseq model: it is tested with fairseq or, converted, with CTranslate2."""
+    from repair.errors import UserError
+
+    if cfg.get("name") not in ("fairseq", "ctranslate2"):
+        raise UserError(f"translator={cfg.get('name')}: the loop tests, fine-tunes and verifies a fairseq model; "
+                        f"use translator=fairseq or translator=ctranslate2")
+    if cfg.get("model_dir"):
+        raise UserError(f"translator.model_dir={cfg['model_dir']}: a converted CTranslate2 model can be tested "
+                        f"(python -m repair.purity translator=ctranslate2 translator.model_dir=...) but not "
+                        f"fine-tuned: the loop needs the fairseq checkpoint (model.checkpoint=PT)")
+
+
+class Translators:
+    """The `translator` config group's translator for each model the loop tests (the base, each
+    fine-tuned one), built on first use and kept. The model under test takes the place of the group's
+    checkpoint and preprocessing keys; the loop's device and thread count apply unless the group sets them."""
+
+    def __init__(self, cfg: dict, device: str = "auto", threads: int | None = None):
+        check_translator(cfg)
+        self.cfg = dict(cfg)
+        self.overrides: dict = {}
+        if self.cfg.get("device", "auto") == "auto":
+            self.overrides["device"] = device
+        if self.cfg.get("threads") is None:
+            self.overrides["threads"] = threads
+        self.built: dict[str, "Translator"] = {}
+
+    def _make(self, **model) -> "Translator":
+        from repair.nmt.backends import make_translator
+
+        return make_translator(self.cfg, **model, **self.overrides)
+
+    def __call__(self, model: "ModelFiles") -> "Translator":
+        from repair.nmt.preprocessing import OPTION_KEYS
+
+        if model.checkpoint not in self.built:
+            # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
+            self.built[model.checkpoint] = self._make(files=model, checkpoint=None, data_dir=None,
+                                                      **{k: None for k in OPTION_KEYS})
+        return self.built[model.checkpoint]
+
+    def load(self, checkpoint: Path, data_dir: Path | None) -> "ModelFiles":
+        """A checkpoint (file or model folder) loaded once, into its translator: its files, resolved
+        from the group's preprocessing keys and data_dir, and checked against the checkpoint."""
+        translator = self._make(checkpoint=str(checkpoint), data_dir=str(data_dir) if data_dir else None)
+        self.built[translator.files.checkpoint] = translator
+        return translator.files
 
 
 @dataclass

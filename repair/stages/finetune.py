@@ -1,4 +1,4 @@
-"""The fine-tune stage: what the model is fine-tuned on, and the fine-tune itself."""
+"""The fine-tune stage: what the model is fine-tuned on, written down (sources.jsonl), and the fine-tune itself."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from repair.fileio import read_json, write_json_atomic
+from repair.fileio import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
 if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles
@@ -62,16 +62,32 @@ def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir
     return pairs
 
 
-def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path,
-                   settings: FinetuneSettings, test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
+SOURCES = "sources.jsonl"  # the pairs fine-tuning trained on, once each: {"source", "target"}
+
+
+def read_sources(out: Path) -> set[str]:
+    """The source texts the fine-tune in `out` trained on."""
+    return {row["source"] for row in read_jsonl(out / SOURCES)}
+
+
+def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path, settings: FinetuneSettings,
+        test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
+    """Fine-tunes `checkpoint` on the corrections (see finetune_pairs) into `out`; the result (best
+    checkpoint, curve) is read back on a resumed run. The training pairs are written to out/sources.jsonl
+    (also for a fine-tune that finished before that file was written: the pairs are seeded)."""
     from repair.data.prepare import read_clean_pairs
     from repair.nmt.finetune import finetune_model
 
     result_path = out / "result.json"
+    if result_path.exists() and (out / SOURCES).exists():
+        return read_json(result_path)
+    pairs = finetune_pairs(settings, corrections, data_dir, test_dir, issues)
+    out.mkdir(parents=True, exist_ok=True)
+    write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         result = finetune_model(
             checkpoint,
-            finetune_pairs(settings, corrections, data_dir, test_dir, issues),
+            pairs,
             read_clean_pairs(data_dir, "valid"),
             out,
             lr=settings.lr,

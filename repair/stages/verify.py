@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from repair.fileio import read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
 from repair.heldout import Heldout
@@ -16,6 +16,9 @@ if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles
 
 log = logging.getLogger("repair.loop")
+
+
+BLEU_FILES = ("bleu/base.txt", "bleu/finetuned.txt")  # the test set's translations by each model, in verify/
 
 
 @dataclass
@@ -44,7 +47,7 @@ def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Pat
     models' runs wrote: Purity folders on the held-out sentences and BLEU test set translations."""
     from repair.purity.run import TRANSLATIONS
     from repair.purity.translators import read_table
-    from repair.verify import classify_changes, heldout_comparison
+    from repair.stats import classify_changes, heldout_comparison
 
     rows = []
     out = {}
@@ -67,22 +70,24 @@ def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Pat
     return out
 
 
-def stage_verify(out: Path, base: "ModelFiles", finetuned: "ModelFiles", corrections: list[dict], test: dict,
-                 data: Data, purity: Purity, settings: VerifySettings, finetune_sources: Callable[[], set[str]],
-                 indices: list[int] | None = None, heldout: Heldout | None = None,
-                 heldout_base_dir: Path | None = None) -> dict:
-    """Fixes, BLEU, Purity again on the tested sentences, Purity on the held-out ones, changed translations.
+def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dict], test: dict, data: Data,
+        purity: Purity, settings: VerifySettings, indices: list[int] | None = None, heldout: Heldout | None = None,
+        previous: dict | None = None) -> dict:
+    """Fixes, BLEU, Purity again on the tested sentences, Purity on the held-out ones, changed translations:
+    the model fine-tuned in `finetune_dir` (its result.json and sources.jsonl) against `base`.
 
-    finetune_sources: the source texts fine-tuning trained on (to count the held-out texts among them).
-    heldout_base_dir: the base model's Purity run on the held-out sentences when one exists (the
-    previous cycle's fine-tuned model is this cycle's base).
+    previous: the previous cycle's verify result, whose fine-tuned model is this cycle's base (its
+    Purity run on the held-out sentences is not run again).
     """
     from repair.data.prepare import read_clean_pairs
-    from repair.verify import bleu_significance, purity_regressions, verify_fixes
+    from repair.stages.finetune import read_sources
+    from repair.stats import bleu_significance, purity_regressions, verify_fixes
 
     verify_path = out / "verify.json"
     if verify_path.exists():
         return read_json(verify_path)
+    finetuned = base.with_checkpoint(read_json(finetune_dir / "result.json")["best_checkpoint"])
+    heldout_base_dir = Path(previous["heldout_dirs"][1]) if previous and previous.get("heldout_dirs") else None
     threshold = min(purity.settings["thresholds"])
     new_model = purity.translator(finetuned)
     fixes = verify_fixes(
@@ -94,7 +99,7 @@ def stage_verify(out: Path, base: "ModelFiles", finetuned: "ModelFiles", correct
              fixes["fixed_within_d"], threshold)
 
     test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
-    bleu_files = (out / "bleu" / "base.txt", out / "bleu" / "finetuned.txt")
+    bleu_files = (out / BLEU_FILES[0], out / BLEU_FILES[1])
     hyp_base = translate_cached(purity.translator(base), test_en, bleu_files[0])
     hyp_new = translate_cached(new_model, test_en, bleu_files[1])
     bleu = bleu_significance(test_zh, hyp_base, hyp_new, n_samples=settings.bootstrap_samples, alpha=settings.alpha)
@@ -121,7 +126,7 @@ def stage_verify(out: Path, base: "ModelFiles", finetuned: "ModelFiles", correct
 
         h = compared["heldout"]
         # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
-        tuned = finetune_sources()
+        tuned = read_sources(finetune_dir)
         texts = read_table(heldout_dirs[0] / TRANSLATIONS)
         h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
         h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
@@ -139,3 +144,18 @@ def stage_verify(out: Path, base: "ModelFiles", finetuned: "ModelFiles", correct
     }
     write_json_atomic(verify_path, result)
     return result
+
+
+def compare_run(run_dir: Path, verified: list[dict], data: Data, heldout: Heldout | None, worst: int) -> dict | None:
+    """The first cycle's base model against the last cycle's fine-tuned one (None with fewer than two
+    verified cycles), from the files their verify stages wrote."""
+    from repair.data.prepare import read_clean_pairs
+
+    if len(verified) < 2:
+        return None
+    first, last = verified[0]["verify"], verified[-1]["verify"]
+    test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
+    dirs = (Path(first["heldout_dirs"][0]), Path(last["heldout_dirs"][1])) if first.get("heldout_dirs") else None
+    bleu_files = (run_dir / f"cycle{verified[0]['cycle']}" / "verify" / BLEU_FILES[0],
+                  run_dir / f"cycle{verified[-1]['cycle']}" / "verify" / BLEU_FILES[1])
+    return compare_models(dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None, worst)

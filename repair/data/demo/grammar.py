@@ -260,6 +260,33 @@ def _spec_nouns(spec: str, nouns_by_kind: dict[str, list[Noun]]) -> list[Noun]:
     return nouns
 
 
+@dataclass
+class Clause:
+    """What a clause's kinds share: its time phrase (fronted or not), tense, negation and adverb."""
+
+    time_phrase: tuple | None
+    front_time: bool
+    extra: list
+    tense: str
+    negative: bool
+    adverb: tuple | None
+
+    def finish(self, subj, en_vp: list[str], zh_vp: str, phrases: list, front_loc=None) -> Sentence:
+        en, zh = [], ""
+        if self.front_time:
+            en += self.time_phrase[0] + [","]
+            zh += self.time_phrase[1] + "，"
+        elif front_loc is not None:
+            en += front_loc[0] + [","]
+            zh += "在" + front_loc[1] + "，"
+        en += en_tokens(subj) + en_vp
+        zh += zh_text(subj)
+        if self.time_phrase and not self.front_time:
+            en += self.time_phrase[0]
+            zh += self.time_phrase[1]
+        return Sentence(en, zh + zh_vp, [subj] + phrases, list(self.extra))
+
+
 class DemoGrammar:
     """Random sentences of the demo domain, reproducible from a seeded `random.Random`."""
 
@@ -454,100 +481,98 @@ class DemoGrammar:
         extra = [(" ".join(time_phrase[0]), time_phrase[1])] if time_phrase else []
         negative = r.random() < 0.07
         adverb = None if negative or r.random() > 0.15 else r.choice(lex.ADVERBS)
-
-        def finish(subj: Phrase, en_vp: list[str], zh_vp: str, phrases: list[Phrase], front_loc=None) -> Sentence:
-            en, zh = [], ""
-            if front_time:
-                en += time_phrase[0] + [","]
-                zh += time_phrase[1] + "，"
-            elif front_loc is not None:
-                en += front_loc[0] + [","]
-                zh += "在" + front_loc[1] + "，"
-            en += en_tokens(subj) + en_vp
-            zh += zh_text(subj)
-            if time_phrase and not front_time:
-                en += time_phrase[0]
-                zh += time_phrase[1]
-            return Sentence(en, zh + zh_vp, [subj] + phrases, list(extra))
-
-        if kind in ("transitive", "ditransitive"):
-            if kind == "transitive":
-                v = r.choice(lex.TRANSITIVE)
-                subj = self.noun_phrase(v[5], 0, coordination=True)
-                obj = self.noun_phrase(v[6], 0, coordination=True)
-                aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
-                    *v[:3], *self._verb_zh(v, obj), tense, negative, self._agreement_plural(subj))
-                if adverb:
-                    aux_en, aux_zh = aux_en + [adverb[0]], aux_zh + adverb[1]
-                front_loc = None
-                head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
-                if not front_time and not isinstance(subj, Coord) and r.random() < 0.12:
-                    front_loc = self.location(head_kind)
-                en_vp = aux_en + verb_en + en_tokens(obj)
-                zh_vp = aux_zh + verb_zh + zh_text(obj)
-                phrases = [obj] + ([front_loc[2]] if front_loc else [])
-                return finish(subj, en_vp, zh_vp, phrases, front_loc)
-            base, s3, past, zh_base, zh_past, frame, do_specs = r.choice(lex.DITRANSITIVE)
-            subj = self.noun_phrase(["person"], 0, coordination=True)
-            # Modifiers on the indirect object run into the direct object for a parser ("the angry waiter a small box").
-            io = self.noun_phrase(["person"], 1, rc=False, modifier=False, adjectives=False)
-            do = self.noun_phrase(do_specs, 1, rc=False, indefinite=True, singular=True)
-            aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
-                base, s3, past, zh_base, zh_past, tense, negative, self._agreement_plural(subj))
-            if adverb:
-                aux_en, aux_zh = aux_en + [adverb[0]], aux_zh + adverb[1]
-            en_vp = aux_en + verb_en + en_tokens(io) + en_tokens(do)
-            if frame == "direct":
-                zh_vp = aux_zh + verb_zh + zh_text(io) + zh_text(do)
-            else:
-                zh_vp = aux_zh + "给" + zh_text(io) + verb_zh + zh_text(do)
-            return finish(subj, en_vp, zh_vp, [io, do])
-
-        if kind == "intransitive":
-            base, s3, past, zh_base, zh_past, subj_specs = r.choice(lex.INTRANSITIVE)
-            subj = self.noun_phrase(subj_specs, 0, coordination=True)
-            aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
-                base, s3, past, zh_base, zh_past, tense, negative, self._agreement_plural(subj))
-            if adverb:
-                aux_en, aux_zh = aux_en + [adverb[0]], aux_zh + adverb[1]
-            head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
-            loc = self.location(head_kind) if r.random() < 0.65 else None
-            en_vp = aux_en + verb_en + (loc[0] if loc else [])
-            zh_vp = aux_zh + ("在" + loc[1] if loc else "") + verb_zh
-            return finish(subj, en_vp, zh_vp, [loc[2]] if loc else [])
-
+        c = Clause(time_phrase, front_time, extra, tense, negative, adverb)
+        if kind in ("transitive", "ditransitive", "intransitive"):
+            return getattr(self, f"_{kind}")(c)
         if tense == "future" or negative:
             return None   # copular clauses stay in the present or past, affirmative
-        if kind == "existential":
-            specs = r.choice([["person"], ["animal"], ["readable", "object", "food"], ["vehicle"], ["plant"]])
-            thing = self.noun_phrase(specs, 1, rc=False, names=False, indefinite=True, modifier=False)
-            loc = self.location((thing.kind), depth=1)
-            if loc is None:
-                return None
-            be = ("were" if thing.plural else "was") if tense == "past" else ("are" if thing.plural else "is")
-            sent = Sentence(["there", be] + en_tokens(thing) + loc[0], loc[1] + "有" + zh_text(thing),
-                            [thing, loc[2]], list(extra))
-            # "there is a cat under the table": a parser may also read the PP as the noun's modifier.
-            prep = loc[0][0]
-            sent.extra += phrase_spans(dataclasses.replace(thing, mod=PP(prep, self.locative[prep][0], loc[2])))
-            if time_phrase:
-                return None   # keep existential clauses free of time phrases
-            return sent
-        if kind == "adjective":
-            adj, (_, forms) = r.choice(list(lex.PREDICATIVE.items()))
-            kinds = [k for k in forms if k in self.nouns]
-            subj = self.noun_phrase([r.choice(kinds)], 0, coordination=False)
-            plural = self._agreement_plural(subj)
-            be = ("were" if plural else "was") if tense == "past" else ("are" if plural else "is")
-            return finish(subj, [be, adj], forms[subj.kind], [])
-        if kind == "located":
-            subj = self.noun_phrase(["person", "animal", "readable", "object", "vehicle", "food"], 0,
-                                    rc=False, coordination=True)
-            head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
-            loc = self.location(head_kind)
-            if loc is None:
-                return None
-            plural = self._agreement_plural(subj)
-            be = ("were" if plural else "was") if tense == "past" else ("are" if plural else "is")
-            return finish(subj, [be] + loc[0], "在" + loc[1], [loc[2]])
+        if kind in ("existential", "adjective", "located"):
+            return getattr(self, f"_{kind}")(c)
         raise ValueError(kind)
+
+    def _transitive(self, c: "Clause") -> Sentence:
+        r = self.rng
+        v = r.choice(lex.TRANSITIVE)
+        subj = self.noun_phrase(v[5], 0, coordination=True)
+        obj = self.noun_phrase(v[6], 0, coordination=True)
+        aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
+            *v[:3], *self._verb_zh(v, obj), c.tense, c.negative, self._agreement_plural(subj))
+        if c.adverb:
+            aux_en, aux_zh = aux_en + [c.adverb[0]], aux_zh + c.adverb[1]
+        front_loc = None
+        head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
+        if not c.front_time and not isinstance(subj, Coord) and r.random() < 0.12:
+            front_loc = self.location(head_kind)
+        en_vp = aux_en + verb_en + en_tokens(obj)
+        zh_vp = aux_zh + verb_zh + zh_text(obj)
+        phrases = [obj] + ([front_loc[2]] if front_loc else [])
+        return c.finish(subj, en_vp, zh_vp, phrases, front_loc)
+
+    def _ditransitive(self, c: "Clause") -> Sentence:
+        r = self.rng
+        base, s3, past, zh_base, zh_past, frame, do_specs = r.choice(lex.DITRANSITIVE)
+        subj = self.noun_phrase(["person"], 0, coordination=True)
+        # Modifiers on the indirect object run into the direct object for a parser ("the angry waiter a small box").
+        io = self.noun_phrase(["person"], 1, rc=False, modifier=False, adjectives=False)
+        do = self.noun_phrase(do_specs, 1, rc=False, indefinite=True, singular=True)
+        aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
+            base, s3, past, zh_base, zh_past, c.tense, c.negative, self._agreement_plural(subj))
+        if c.adverb:
+            aux_en, aux_zh = aux_en + [c.adverb[0]], aux_zh + c.adverb[1]
+        en_vp = aux_en + verb_en + en_tokens(io) + en_tokens(do)
+        if frame == "direct":
+            zh_vp = aux_zh + verb_zh + zh_text(io) + zh_text(do)
+        else:
+            zh_vp = aux_zh + "给" + zh_text(io) + verb_zh + zh_text(do)
+        return c.finish(subj, en_vp, zh_vp, [io, do])
+
+    def _intransitive(self, c: "Clause") -> Sentence:
+        r = self.rng
+        base, s3, past, zh_base, zh_past, subj_specs = r.choice(lex.INTRANSITIVE)
+        subj = self.noun_phrase(subj_specs, 0, coordination=True)
+        aux_en, verb_en, aux_zh, verb_zh = self._verb_forms(
+            base, s3, past, zh_base, zh_past, c.tense, c.negative, self._agreement_plural(subj))
+        if c.adverb:
+            aux_en, aux_zh = aux_en + [c.adverb[0]], aux_zh + c.adverb[1]
+        head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
+        loc = self.location(head_kind) if r.random() < 0.65 else None
+        en_vp = aux_en + verb_en + (loc[0] if loc else [])
+        zh_vp = aux_zh + ("在" + loc[1] if loc else "") + verb_zh
+        return c.finish(subj, en_vp, zh_vp, [loc[2]] if loc else [])
+
+    def _existential(self, c: "Clause") -> Sentence | None:
+        r = self.rng
+        specs = r.choice([["person"], ["animal"], ["readable", "object", "food"], ["vehicle"], ["plant"]])
+        thing = self.noun_phrase(specs, 1, rc=False, names=False, indefinite=True, modifier=False)
+        loc = self.location((thing.kind), depth=1)
+        if loc is None:
+            return None
+        be = ("were" if thing.plural else "was") if c.tense == "past" else ("are" if thing.plural else "is")
+        sent = Sentence(["there", be] + en_tokens(thing) + loc[0], loc[1] + "有" + zh_text(thing),
+                        [thing, loc[2]], list(c.extra))
+        # "there is a cat under the table": a parser may also read the PP as the noun's modifier.
+        prep = loc[0][0]
+        sent.extra += phrase_spans(dataclasses.replace(thing, mod=PP(prep, self.locative[prep][0], loc[2])))
+        if c.time_phrase:
+            return None   # keep existential clauses free of time phrases
+        return sent
+
+    def _adjective(self, c: "Clause") -> Sentence:
+        r = self.rng
+        adj, (_, forms) = r.choice(list(lex.PREDICATIVE.items()))
+        kinds = [k for k in forms if k in self.nouns]
+        subj = self.noun_phrase([r.choice(kinds)], 0, coordination=False)
+        plural = self._agreement_plural(subj)
+        be = ("were" if plural else "was") if c.tense == "past" else ("are" if plural else "is")
+        return c.finish(subj, [be, adj], forms[subj.kind], [])
+
+    def _located(self, c: "Clause") -> Sentence | None:
+        subj = self.noun_phrase(["person", "animal", "readable", "object", "vehicle", "food"], 0,
+                                rc=False, coordination=True)
+        head_kind = (subj.left if isinstance(subj, Coord) else subj).kind
+        loc = self.location(head_kind)
+        if loc is None:
+            return None
+        plural = self._agreement_plural(subj)
+        be = ("were" if plural else "was") if c.tense == "past" else ("are" if plural else "is")
+        return c.finish(subj, [be] + loc[0], "在" + loc[1], [loc[2]])

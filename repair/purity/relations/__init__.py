@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from repair.errors import UserError
+from repair.registry import constructor_kwargs
 from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
 from repair.purity.relations.replace import ReplaceRelation
 from repair.purity.relations.rti import RTIRelation
@@ -26,7 +27,9 @@ def describe(name: str) -> dict:
 
 def make_relations(names: Sequence[str] | str, shared: Mapping | None = None,
                    options: Mapping[str, Mapping] | None = None) -> list[Relation]:
-    """The relations named, each built from the shared settings and its own options block (`options[name]`)."""
+    """The relations named, each built from the shared settings and its own options block (`options[name]`,
+    the config's `purity.<name>.*`), checked against its class's constructor as every config group is
+    (repair.registry)."""
     if isinstance(names, str):
         names = [names]
     names = list(dict.fromkeys(names))
@@ -35,12 +38,9 @@ def make_relations(names: Sequence[str] | str, shared: Mapping | None = None,
         raise UserError(f"purity.relations={list(names)}: choose one or more of {', '.join(RELATIONS)}")
     out = []
     for name in names:
-        kwargs = dict(shared or {})
-        kwargs.update((options or {}).get(name) or {})
-        try:
-            out.append(RELATIONS[name](**kwargs))
-        except TypeError as e:
-            raise UserError(f"purity.{name}: {e}") from None
+        own = dict((options or {}).get(name) or {})
+        constructor_kwargs(f"purity.{name}", RELATIONS[name], own)
+        out.append(RELATIONS[name](**{**dict(shared or {}), **own}))
     return out
 
 

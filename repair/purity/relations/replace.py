@@ -126,6 +126,9 @@ class MaskedLM:
     """Proposals of a local masked language model (transformers: AutoTokenizer, AutoModelForMaskedLM)."""
 
     def __init__(self, model: str | None, top_k: int = 20):
+        if not model or not Path(model).is_dir():
+            raise UserError(f"purity.replace.mlm_model={model!r}: give a local folder with a masked language model "
+                            "(e.g. one saved with save_pretrained); nothing is downloaded")
         try:
             from transformers import AutoModelForMaskedLM, AutoTokenizer
         except ImportError:
@@ -134,9 +137,6 @@ class MaskedLM:
         except OSError as e:  # an installed package transformers loads (e.g. torchaudio) that does not fit torch
             raise UserError(f"purity.replace.candidates=mlm: transformers cannot be imported here ({e}); "
                             "use purity.replace.candidates=context or lexicon") from None
-        if not model or not Path(model).is_dir():
-            raise UserError(f"purity.replace.mlm_model={model!r}: give a local folder with a masked language model "
-                            "(e.g. one saved with save_pretrained); nothing is downloaded")
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(str(model), local_files_only=True)
             self.model = AutoModelForMaskedLM.from_pretrained(str(model), local_files_only=True).eval()

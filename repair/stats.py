@@ -1,13 +1,17 @@
-"""Verify a fine-tuned model: are the corrected translations fixed, did BLEU move significantly, what did
-fine-tuning do to held-out sentences nobody corrected, and which translations got better or worse?"""
+"""The statistics of the loop: are the corrected translations fixed, did BLEU move significantly, what did
+fine-tuning do to held-out sentences nobody corrected, which translations got better or worse, and the
+review's figures per test relation. Issues come as read_issues gives them (in today's shape)."""
 
 from __future__ import annotations
 
 import os
 
-from repair.purity import bow_distance
-from repair.issues import upgrade
-from repair.review.store import squeeze
+from repair.purity.check import bow_distance
+
+
+def squeeze(text: str) -> str:
+    """A translation without its whitespace: two translations that differ only in spaces are the same."""
+    return "".join(text.split())
 
 
 def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char", threshold: int = 0) -> dict:
@@ -129,7 +133,7 @@ def erroneous_translations(issues: list[dict], references: dict[str, str] | None
     if references is None:
         return None
     wrong = set()
-    for issue in map(upgrade, issues):
+    for issue in issues:
         for s in issue["sides"]:
             ref = references.get(s["source"])
             if ref is not None and squeeze(s["translation"]) != squeeze(ref):
@@ -142,7 +146,7 @@ def by_relation(issues: list[dict], judgments: dict[str, dict], references: dict
     references) and the review's precision (issues judged with an error / issues judged; None if none judged)."""
     out: dict[str, dict] = {}
     groups: dict[str, list[dict]] = {}
-    for issue in map(upgrade, issues):
+    for issue in issues:
         groups.setdefault(issue["relation"], []).append(issue)
     for name, group in groups.items():
         judged = [judgments[i["id"]] for i in group if i["id"] in judgments]

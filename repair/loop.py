@@ -148,7 +148,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             "parser": plain(cfg.parser),
             "seed": cfg.seed,
             "command": command,
-        }, overall=overall, exhausted=exhausted)
+        }, overall=overall, exhausted=exhausted, resumed=sorted(resumed))
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path

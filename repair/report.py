@@ -210,6 +210,8 @@ def markdown(report: dict) -> str:
         lines += [f"  - {s}" for s in superseded]
     lines += ["", "## Time per stage (s)", "", "| stage | seconds |", "| --- | --- |"]
     lines += [f"| {k} | {v:.1f} |" for k, v in r["seconds"].items()]
+    if r.get("resumed"):
+        lines += ["", f"Resumed: the stages {', '.join(r['resumed'])} were already done when the run was restarted."]
     for name, path in r.get("plots", {}).items():
         lines += ["", f"![{name}]({path})"]
     lines += heldout_markdown(r)
@@ -343,10 +345,11 @@ def fmt(x) -> str:
 
 
 def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds: list, setup: dict,
-                 overall: dict | None = None, exhausted: dict | None = None) -> Path:
+                 overall: dict | None = None, exhausted: dict | None = None, resumed: list | None = None) -> Path:
     """setup: what reproduces the run ({"model", "data", "parser", "seed", "command"}), written as it is;
     overall: held-out figures and changes of the first base model against the last fine-tuned one
-    (several cycles); exhausted: where the input ran out, when it did."""
+    (several cycles); exhausted: where the input ran out, when it did; resumed: the stages already
+    done when the run was restarted after a stop (empty for a run that went through at once)."""
     threshold = min(thresholds)
     summaries = [cycle_summary(c, threshold) for c in cycles]
     last = summaries[-1]
@@ -359,6 +362,7 @@ def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds
         "threshold": threshold,
         "thresholds": list(thresholds),
         "seconds": seconds,
+        "resumed": list(resumed or []),
         "model": setup["model"],
         "data": setup["data"],
         "parser": setup["parser"],

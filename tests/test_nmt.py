@@ -217,11 +217,12 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
     result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
     assert result["epochs"] == 2
     # Killed after fairseq stopped but before finetune.json was written: fairseq alone would
-    # resume from checkpoint_last with its patience count reset and train epoch 3.
+    # resume from checkpoint_last with its patience count reset and train epoch 3; the rerun
+    # starts the fine-tune again from the base model and stops where it stopped.
     (save / "finetune.json").unlink()
     with caplog.at_level(logging.INFO):
         again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
-    assert "already stopped early" in caplog.text
+    assert "starting it again from the base model" in caplog.text
     assert again["curve"] == result["curve"] and again["epochs"] == 2
 
 

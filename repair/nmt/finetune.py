@@ -2,8 +2,10 @@
 
 The base checkpoint is only read: fairseq's `finetune_from_model` loads its weights into a
 fresh trainer (optimizer, learning-rate schedule, data loader and meters reset) and every
-file is written under save_dir. A killed fine-tune resumes from save_dir/checkpoint_last.pt;
-a finished one (save_dir/finetune.json) returns its result at once.
+file is written under save_dir. A killed fine-tune starts again from the base model with the
+same seed (its partial folder is set aside and removed first): on CPU that gives the weights an
+uninterrupted fine-tune gives, bit for bit (docs/resume.md). A finished one (save_dir/finetune.json)
+returns its result at once.
 """
 
 from __future__ import annotations
@@ -109,6 +111,26 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
     return cfg
 
 
+STALE = ".stale"
+
+
+def discard_partial(save_dir: Path) -> None:
+    """Remove an unfinished fine-tune in save_dir, and what an earlier removal left when killed.
+
+    The folder is renamed first (one atomic step) and removed after: a kill at any moment leaves
+    either the partial folder, which the next run discards again, or a `<name>.stale` folder,
+    removed here, never a folder half removed under the fine-tune's own name.
+    """
+    stale = save_dir.with_name(save_dir.name + STALE)
+    if save_dir.exists():
+        logger.info("%s holds an unfinished fine-tune: starting it again from the base model", save_dir)
+        if stale.exists():
+            shutil.rmtree(stale)
+        os.replace(save_dir, stale)
+    if stale.exists():
+        shutil.rmtree(stale)
+
+
 def finetune_model(
     base: ModelFiles,
     train_pairs: Sequence[tuple[str, str]],
@@ -152,6 +174,8 @@ def finetune_model(
         if result_path.is_file():
             logger.info("fine-tune in %s already finished", save_dir)
             return read_json(result_path)
+    if settings_path.is_file() or (save_dir.is_dir() and not any(save_dir.iterdir())):
+        discard_partial(save_dir)
     base_state = load_checkpoint(base_checkpoint)
     save_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(settings_path, settings)

@@ -248,12 +248,11 @@ def stage_test(run: Run, out: Path, checkpoint: "ModelFiles", data: Data, indice
     return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
 
 
-def finetune_settings(cfg: DictConfig) -> "FinetuneSettings":
-    from repair.stages.finetune import FinetuneSettings
+def finetune_settings(cfg: DictConfig, heldout: Heldout | None = None) -> "FinetuneSettings":
+    from repair.stages.finetune import settings_from_config
 
-    ft = plain(cfg.finetune)
-    return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
-                            keep=ft.get("keep") or 0, seed=cfg.seed, device=cfg.device, threads=cfg.model.get("threads"))
+    return settings_from_config(plain(cfg.finetune), seed=cfg.seed, device=cfg.device,
+                                threads=cfg.model.get("threads"), exclude=heldout.sentences if heldout else ())
 
 
 def stage_review(run: Run, out: Path, issues: list[dict], data: Data) -> tuple[list[dict], dict]:
@@ -340,7 +339,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
                         f"purity.holdout={cfg.purity.holdout} of {len(held)}; lower purity.holdout")
     heldout = None
     if held:
-        heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held], data.reference_table)
+        heldout = Heldout([sentences[i] for i in held], [i + 1 for i in held], data.sentence_references)
         record = {"input": str(data.sentences), "share": cfg.purity.holdout, "sentences": len(held),
                   "lines": heldout.lines}
         path = run_dir / "heldout.json"
@@ -374,14 +373,14 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
             break
         with run.stage("finetune"):
-            ft = stage_finetune(cdir / "finetune", checkpoint, corrections, data.dir, finetune_settings(cfg),
-                                cdir / "test", test["issues"])
+            ft = stage_finetune(cdir / "finetune", checkpoint, corrections, data.dir, finetune_settings(cfg, heldout),
+                                cdir / "test", test["issues"], run.translator(checkpoint))
         previous = cycles[-1]["verify"] if cycles else None
         with run.stage("verify"):
             verify = stage_verify(
                 cdir / "verify", checkpoint, checkpoint.with_checkpoint(ft["best_checkpoint"]), corrections, test,
                 data, run.purity(data.dir), VerifySettings(**verify_settings),
-                lambda: {src for src, _ in finetune_pairs(finetune_settings(cfg), corrections, data.dir, cdir / "test",
+                lambda: {src for src, _ in finetune_pairs(finetune_settings(cfg, heldout), corrections, data.dir, cdir / "test",
                                                           test["issues"])},
                 indices, heldout,
                 Path(previous["heldout_dirs"][1]) if previous and previous.get("heldout_dirs") else None,
@@ -401,6 +400,14 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
                       run_dir / f"cycle{verified[-1]['cycle']}/verify/bleu/finetuned.txt")
         overall = compare_models(dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None,
                                  verify_settings["worst"])
+        from repair.stages.verify import run_measures
+
+        tuned = {src for c in verified for src, _ in finetune_pairs(
+            finetune_settings(cfg, heldout), c["corrections"], data.dir, run_dir / f"cycle{c['cycle']}/test",
+            c["test"]["issues"])}
+        overall.update(run_measures(verified, run_dir, data, heldout, run.translator(checkpoint), tuned,
+                                    tuple(cfg.purity.stop_tokens), VerifySettings(**verify_settings),
+                                    overall.get("heldout")))
 
     with run.stage("report"):
         path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={

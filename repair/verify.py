@@ -8,6 +8,7 @@ import os
 from repair.purity import bow_distance
 from repair.issues import upgrade
 from repair.review.store import squeeze
+from repair.stats import mcnemar_exact  # noqa: F401  (verify's figures and its callers use it)
 
 
 def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "char", threshold: int = 0) -> dict:
@@ -108,19 +109,6 @@ def purity_regressions(before: list[dict], after: list[dict]) -> list[dict]:
     """Issues the fine-tuned model has that the base did not (matched by pair id)."""
     seen = {i["id"] for i in before}
     return [i for i in after if i["id"] not in seen]
-
-
-def mcnemar_exact(before: list[bool], after: list[bool]) -> dict:
-    """McNemar's exact test on paired yes/no outcomes: a two-sided binomial test (SciPy) on the
-    discordant pairs, yes -> no against no -> yes, with p = 1/2 under no change."""
-    from scipy.stats import binomtest
-
-    if len(before) != len(after):
-        raise ValueError("paired outcomes must be aligned")
-    gone = sum(b and not a for b, a in zip(before, after))
-    new = sum(a and not b for b, a in zip(before, after))
-    p_value = 1.0 if gone + new == 0 else float(binomtest(gone, gone + new, 0.5).pvalue)
-    return {"pairs": len(before), "resolved": gone, "new": new, "p_value": p_value}
 
 
 def erroneous_translations(issues: list[dict], references: dict[str, str] | None) -> int | None:

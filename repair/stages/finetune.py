@@ -29,13 +29,45 @@ class FinetuneSettings:
     seed: int
     device: str = "auto"
     threads: int | None = None
+    replay_target: str = "reference"  # reference | base: replayed sources with the base model's own translation
+    exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
+
+
+REPLAY_TARGETS = ("reference", "base")
+
+
+def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: int | None = None,
+                         exclude=()) -> FinetuneSettings:
+    """The `finetune` config group's keys as FinetuneSettings (exclude: sources never fine-tuned on)."""
+    from repair.errors import UserError
+
+    target = ft.get("replay_target") or "reference"
+    if target not in REPLAY_TARGETS:
+        raise UserError(f"finetune.replay_target={target!r}: choose one of {', '.join(REPLAY_TARGETS)}")
+    return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
+                            keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
+                            replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude))
 
 
 def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
                    test_dir: Path | None = None, issues: list[dict] = ()) -> list[tuple[str, str]]:
     """The corrections (`repeat` times each), `keep` texts of the test stage's translation table that
-    Purity found consistent, and `replay` training pairs from data_dir, shuffled."""
-    pairs = [(c["source"], c["correction"]) for c in corrections] * settings.repeat
+    Purity found consistent, and `replay` training pairs from data_dir, shuffled; no pair whose source is
+    one of settings.exclude (the held-out sentences). Replayed pairs carry their reference here; see
+    finetune_parts for the base model's own translations."""
+    parts = finetune_parts(settings, corrections, data_dir, test_dir, issues)
+    pairs = [p for part in parts.values() for p in part]
+    random.Random(settings.seed).shuffle(pairs)
+    return pairs
+
+
+def finetune_parts(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
+                   test_dir: Path | None = None, issues: list[dict] = ()) -> dict[str, list[tuple[str, str]]]:
+    """finetune_pairs' pairs by where they come from: corrections, keep, replay (unshuffled)."""
+    excluded = set(settings.exclude)
+    parts = {"corrections": [(c["source"], c["correction"]) for c in corrections] * settings.repeat,
+             "keep": [], "replay": []}
+    pairs = parts["keep"]
     keep = settings.keep or 0
     if keep and test_dir is not None:
         from repair.issues import sources
@@ -57,21 +89,42 @@ def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir
 
         train = read_clean_pairs(data_dir, "train")
         rng = random.Random(settings.seed)
-        pairs += rng.sample(train, min(settings.replay, len(train)))
-    random.Random(settings.seed).shuffle(pairs)
-    return pairs
+        parts["replay"] = rng.sample(train, min(settings.replay, len(train)))
+    if excluded:
+        parts = {k: [p for p in v if " ".join(p[0].split()) not in excluded] for k, v in parts.items()}
+    return parts
+
+
+def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSettings, translate, out: Path):
+    """The replayed pairs with the base model's own translation (finetune.replay_target=base), cached in
+    out/replay_base.txt; the parts as they are otherwise."""
+    if settings.replay_target != "base" or not parts["replay"]:
+        return parts
+    if translate is None:
+        raise ValueError("finetune.replay_target=base needs the base model's translator")
+    from repair.stages.verify import translate_cached
+
+    sources = [src for src, _ in parts["replay"]]
+    out.mkdir(parents=True, exist_ok=True)
+    targets = translate_cached(translate, sources, out / "replay_base.txt")
+    return {**parts, "replay": [(s, t) for s, t in zip(sources, targets) if t.strip()]}
 
 
 def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path,
-                   settings: FinetuneSettings, test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
+                   settings: FinetuneSettings, test_dir: Path | None = None, issues: list[dict] = (),
+                   translator=None) -> dict:
+    """translator: the base model's (its `translate(texts)`), for finetune.replay_target=base."""
     from repair.data.prepare import read_clean_pairs
     from repair.nmt.finetune import finetune_model
 
     result_path = out / "result.json"
     if not result_path.exists():
+        parts = distilled(finetune_parts(settings, corrections, data_dir, test_dir, issues), settings, translator, out)
+        pairs = [p for part in parts.values() for p in part]
+        random.Random(settings.seed).shuffle(pairs)
         result = finetune_model(
             checkpoint,
-            finetune_pairs(settings, corrections, data_dir, test_dir, issues),
+            pairs,
             read_clean_pairs(data_dir, "valid"),
             out,
             lr=settings.lr,

@@ -31,6 +31,8 @@ class FinetuneSettings:
     threads: int | None = None
     replay_target: str = "reference"  # reference | base: replayed sources with the base model's own translation
     exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
+    l2: float = 0.0  # pull toward the base model's weights (repair.nmt.anchored)
+    trainable: tuple[str, ...] = ()  # parameter name prefixes trained; empty: all
 
 
 REPLAY_TARGETS = ("reference", "base")
@@ -46,7 +48,8 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
         raise UserError(f"finetune.replay_target={target!r}: choose one of {', '.join(REPLAY_TARGETS)}")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
-                            replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude))
+                            replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
+                            l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()))
 
 
 def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
@@ -133,6 +136,8 @@ def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict],
             seed=settings.seed,
             device=settings.device,
             threads=settings.threads,
+            l2=settings.l2,
+            trainable=settings.trainable,
         )
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
         write_json_atomic(result_path, result)

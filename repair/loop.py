@@ -374,7 +374,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             break
         with run.stage("finetune"):
             ft = stage_finetune(cdir / "finetune", checkpoint, corrections, data.dir, finetune_settings(cfg, heldout),
-                                cdir / "test", test["issues"], run.translator(checkpoint))
+                                cdir / "test", test["issues"], run.translator(checkpoint), run.translator)
         previous = cycles[-1]["verify"] if cycles else None
         with run.stage("verify"):
             verify = stage_verify(

@@ -210,6 +210,31 @@ def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_pa
         finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=1e-3, patience=1, max_epoch=4)
 
 
+def test_anchored_finetune_trains_only_what_it_names_and_stays_near_the_base(trained, data_dir, tmp_path):
+    """finetune.trainable freezes the other parameters; finetune.l2 pulls the trained ones toward the base."""
+    import torch
+
+    from repair.nmt.checkpoint import load_checkpoint
+
+    pairs = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。")] * 20 + corpus.pairs(60, seed=1)
+
+    def drift(save, **kw):
+        result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), tmp_path / save,
+                                lr=1e-3, patience=5, max_epoch=2, **kw)
+        base, new = load_checkpoint(trained)["model"], load_checkpoint(result["best_checkpoint"])["model"]
+        return {n: float((new[n].float() - w.float()).norm()) for n, w in base.items() if w.is_floating_point()}
+
+    free = drift("free")
+    frozen = drift("frozen", trainable=("decoder.layers",))
+    assert all(d == 0.0 for n, d in frozen.items() if not n.startswith("decoder.layers"))
+    assert any(d > 0 for n, d in frozen.items() if n.startswith("decoder.layers"))
+    assert any(d > 0 for n, d in free.items() if n.startswith("encoder."))
+    pulled = drift("pulled", l2=10.0)
+    total = lambda d: sum(x * x for x in d.values()) ** 0.5  # noqa: E731
+    assert 0 < total(pulled) < 0.5 * total(free)
+    assert torch.load(tmp_path / "pulled" / "checkpoint_best.pt", weights_only=False)["cfg"]["criterion"]["anchor_l2"] == 10.0
+
+
 def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, data_dir, tmp_path, caplog):
     # lr 0: every epoch's valid loss equals the first, so patience 1 stops after epoch 2.
     pairs = corpus.pairs(60, seed=3)

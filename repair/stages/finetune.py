@@ -33,6 +33,11 @@ class FinetuneSettings:
     exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
     l2: float = 0.0  # pull toward the base model's weights (repair.nmt.anchored)
     trainable: tuple[str, ...] = ()  # parameter name prefixes trained; empty: all
+    select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
+    select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
+
+
+SELECT = ("loss", "corrections")
 
 
 REPLAY_TARGETS = ("reference", "base")
@@ -46,7 +51,11 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     target = ft.get("replay_target") or "reference"
     if target not in REPLAY_TARGETS:
         raise UserError(f"finetune.replay_target={target!r}: choose one of {', '.join(REPLAY_TARGETS)}")
+    select = ft.get("select") or "loss"
+    if select not in SELECT:
+        raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
+                            select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
                             replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
                             l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()))
@@ -115,8 +124,9 @@ def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSetting
 
 def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path,
                    settings: FinetuneSettings, test_dir: Path | None = None, issues: list[dict] = (),
-                   translator=None) -> dict:
-    """translator: the base model's (its `translate(texts)`), for finetune.replay_target=base."""
+                   translator=None, translator_for=None) -> dict:
+    """translator: the base model's (its `translate(texts)`), for finetune.replay_target=base;
+    translator_for(model): a translator for a model, for finetune.select=corrections."""
     from repair.data.prepare import read_clean_pairs
     from repair.nmt.finetune import finetune_model
 
@@ -138,7 +148,45 @@ def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict],
             threads=settings.threads,
             l2=settings.l2,
             trainable=settings.trainable,
+            epoch_checkpoints=settings.select == "corrections",
         )
+        if settings.select == "corrections":
+            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
         write_json_atomic(result_path, result)
     return read_json(result_path)
+
+
+def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],
+                          settings: FinetuneSettings, translator_for) -> dict:
+    """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
+    select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
+    validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
+    split; the other epochs' checkpoints are removed."""
+    from repair.verify import verify_fixes
+
+    valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
+    epochs = sorted(int(p.stem[len("checkpoint"):]) for p in out.glob("checkpoint[0-9]*.pt"))
+    if not epochs or not corrections:
+        return result
+    sources = [c["source"] for c in corrections]
+    rows = []
+    for e in epochs:
+        model = base.with_checkpoint(out / f"checkpoint{e}.pt")
+        fixed = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+        rows.append({"epoch": e, "fixed": fixed, "valid_loss": valid.get(e)})
+        log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed, len(corrections),
+                 valid.get(e))
+        if fixed >= settings.select_fix_rate * len(corrections):
+            break
+    enough = [r for r in rows if r["fixed"] >= settings.select_fix_rate * len(corrections)]
+    chosen = enough[0] if enough else max(rows, key=lambda r: (r["fixed"], -(r["valid_loss"] or 0.0)))
+    path = out / f"checkpoint{chosen['epoch']}.pt"
+    selected = out / "checkpoint_selected.pt"
+    path.replace(selected)
+    for p in out.glob("checkpoint[0-9]*.pt"):
+        p.unlink()
+    log.info("fine-tune: epoch %s kept (finetune.select=corrections)", chosen["epoch"])
+    return {**result, "best_checkpoint": str(selected), "selected": {"by": "corrections", "epoch": chosen["epoch"],
+                                                                     "fix_rate": settings.select_fix_rate,
+                                                                     "epochs": rows}}

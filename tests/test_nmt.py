@@ -397,3 +397,29 @@ def test_translate_benchmark_builds_an_architecture_with_random_weights(tmp_path
     assert figures["checkpoint"].endswith("transformer_tiny-random/checkpoint_best.pt")
     state = load_checkpoint(figures["checkpoint"])
     assert state["optimizer_history"][-1]["num_updates"] == 1  # as initialised, not trained
+
+
+def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(translator):
+    from repair.nmt.constrained import translate_constrained
+
+    sources = ["The cat sees the dog .", "The teacher likes the clever student .", "The old horse helps the farmer .", ""]
+    plain = translator.translate(sources)
+    # Phrases the plain translations lack: the model must be forced to write them.
+    wanted = [["老师"], ["帮助", "红色的马"], [], ["猫"]]
+    assert "老师" not in plain[0] and "红色的马" not in plain[1]
+    out = translate_constrained(translator, sources, wanted, beam=4, nbest=2)
+    assert [len(o) for o in out] == [2, 2, 2, 1]
+    assert "老师" in out[0][0].text and out[0][0].met
+    text = out[1][0].text
+    assert out[1][0].met and "帮助" in text and "红色的马" in text and text.index("帮助") < text.index("红色的马")
+    # No constraints: plain beam search, its best is the translator's own output, its n-best ordered by score.
+    assert out[2][0].text == plain[2] and out[2][0].met and out[2][0].score >= out[2][1].score
+    assert out[3][0].text == "" and not out[3][0].met  # nothing to translate cannot contain a phrase
+    # The constrained best scores lower than the free best: the price of the phrase.
+    free = translate_constrained(translator, sources[:1], [[]], beam=4)[0][0]
+    assert free.text == plain[0] and free.score > out[0][0].score
+    # A phrase the dictionary cannot spell is reported unmet, not dropped in silence.
+    unmet = translate_constrained(translator, sources[:1], [["𠀀鼹"]], beam=4)[0][0]
+    assert not unmet.met and unmet.text == plain[0]
+    with pytest.raises(UserError, match="constraint lists"):
+        translate_constrained(translator, sources, wanted[:2])

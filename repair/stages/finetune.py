@@ -33,6 +33,9 @@ class FinetuneSettings:
     exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
     l2: float = 0.0  # pull toward the base model's weights (repair.nmt.anchored)
     trainable: tuple[str, ...] = ()  # parameter name prefixes trained; empty: all
+    augment: int = 0  # pool sentences per correction that contain its source, translated to carry the correction
+    augment_repeat: int = 5  # times each augmented pair appears
+    pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
 
@@ -56,6 +59,8 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
         raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
+                            augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
+                            pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
                             replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
                             l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()))
@@ -133,6 +138,8 @@ def stage_finetune(out: Path, checkpoint: "ModelFiles", corrections: list[dict],
     result_path = out / "result.json"
     if not result_path.exists():
         parts = distilled(finetune_parts(settings, corrections, data_dir, test_dir, issues), settings, translator, out)
+        if settings.augment:
+            parts["augment"] = augmented(corrections, settings, data_dir, translator, checkpoint, out)
         pairs = [p for part in parts.values() for p in part]
         random.Random(settings.seed).shuffle(pairs)
         result = finetune_model(
@@ -190,3 +197,58 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     return {**result, "best_checkpoint": str(selected), "selected": {"by": "corrections", "epoch": chosen["epoch"],
                                                                      "fix_rate": settings.select_fix_rate,
                                                                      "epochs": rows}}
+
+
+def pool_matches(corrections: list[dict], pool: list[str], per_correction: int, seed: int,
+                 never: set[str]) -> list[tuple[str, dict]]:
+    """Up to `per_correction` pool sentences for each correction whose English contains the corrected source
+    as whole tokens (case and spacing aside), none of them in `never` nor a corrected source itself."""
+    from repair.measures import source_key
+
+    rng = random.Random(seed)
+    keyed = [(" ".join(p.split()), f" {source_key(p)} ") for p in dict.fromkeys(pool)]
+    corrected = {source_key(c["source"]) for c in corrections}
+    out = []
+    for c in corrections:
+        needle = f" {source_key(c['source'])} "
+        found = [p for p, k in keyed if needle in k and p not in never and source_key(p) not in corrected]
+        out += [(p, c) for p in rng.sample(found, min(per_correction, len(found)))]
+    return out
+
+
+def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Path, translator,
+              base: "ModelFiles", out: Path) -> list[tuple[str, str]]:
+    """finetune.augment: each correction taught in other contexts. Pool sentences (finetune.pool, or the
+    training English) that contain a corrected source, never a held-out sentence nor a line of the BLEU
+    test split, translated by the base model with lexically constrained beam search so that they carry
+    the correction; pairs whose constraint could not be met are counted (out/augment.json) and left out.
+    Each pair appears augment_repeat times."""
+    from repair.data.prepare import read_clean_pairs
+    from repair.fileio import read_text_lines
+
+    path = out / "augment.json"
+    if path.exists():
+        record = read_json(path)
+    else:
+        from repair.nmt.constrained import translate_constrained
+        from repair.nmt.translator import FairseqTranslator
+
+        pool = (read_text_lines(settings.pool) if settings.pool
+                else [en for en, _ in read_clean_pairs(data_dir, "train")])
+        never = set(settings.exclude) | {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
+        matches = pool_matches(corrections, pool, settings.augment, settings.seed, never)
+        model = translator if isinstance(translator, FairseqTranslator) else base
+        hyps = translate_constrained(model, [p for p, _ in matches], [[c["correction"]] for _, c in matches]) \
+            if matches else []
+        rows = [{"source": p, "translation": h[0].text, "met": h[0].met, "correction": c["source"]}
+                for (p, c), h in zip(matches, hyps)]
+        record = {"corrections": len(corrections),
+                  "with_pool_sentences": len({r["correction"] for r in rows}),
+                  "sentences": len(rows), "met": sum(r["met"] for r in rows),
+                  "unmet": sum(not r["met"] for r in rows), "rows": rows}
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, record)
+        log.info("augmentation: %s pool sentences for %s of %s corrections, constraint met in %s (%s unmet)",
+                 record["sentences"], record["with_pool_sentences"], len(corrections), record["met"],
+                 record["unmet"])
+    return [(r["source"], r["translation"]) for r in record["rows"] if r["met"]] * settings.augment_repeat

@@ -144,3 +144,17 @@ def test_no_held_out_sentence_and_no_bleu_line_is_a_source_of_a_fine_tuning_pair
     # without the exclusion the held-out sentence would have been trained on: the check above can fail
     unguarded = finetune_pairs(settings_from_config(ft, seed=1), corrections, tmp_path, tmp_path, [])
     assert "the old man reads ." in {s for s, _ in unguarded}
+
+
+def test_held_out_sentences_read_the_references_aligned_with_the_input(tmp_path):
+    """data=parallel / wmt18: Purity tests X.en; X.zh beside it, line by line, is what its sentences are judged by."""
+    from repair.stages import Data
+
+    en, zh = tmp_path / "test.en", tmp_path / "test.zh"
+    en.write_text("The cat  sat .\nA dog ran .\n", encoding="utf-8")
+    zh.write_text("猫坐着。\n一只狗跑了。\n", encoding="utf-8")
+    refs = Data(tmp_path, en, None).sentence_references
+    assert refs == {"The cat sat .": "猫坐着。", "A dog ran .": "一只狗跑了。"}
+    zh.write_text("猫坐着。\n", encoding="utf-8")  # not aligned: no references rather than wrong ones
+    assert Data(tmp_path, en, None).sentence_references is None
+    assert Data(tmp_path, tmp_path / "input.txt", None).sentence_references is None

@@ -423,3 +423,29 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     assert not unmet.met and unmet.text == plain[0]
     with pytest.raises(UserError, match="constraint lists"):
         translate_constrained(translator, sources, wanted[:2])
+
+
+def test_augmented_pairs_carry_their_correction(trained, data_dir, translator, tmp_path):
+    """finetune.augment: training sentences containing a corrected source, translated by the base model
+    under the correction as a constraint; never a held-out sentence nor a line of the BLEU test split."""
+    from repair.data.prepare import read_clean_pairs
+    from repair.measures import source_key
+    from repair.stages.finetune import augmented, settings_from_config
+
+    train_en = [en for en, _ in read_clean_pairs(data_dir, "train")]
+    test_en = {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
+    with_source = [en for en in train_en if " the old horse " in f" {source_key(en)} "]
+    assert len(with_source) >= 3
+    # a correction the model would never write by itself: only the constraint can put it there
+    corrections = [{"source": "the old horse", "translation": "老马", "correction": "红色的马"}]
+    ft = {"lr": 1e-4, "patience": 1, "max_epoch": 1, "repeat": 1, "replay": 0, "keep": 0, "augment": 50,
+          "augment_repeat": 2}
+    held = with_source[:1]
+    settings = settings_from_config(ft, seed=1, exclude=held)
+    pairs = augmented(corrections, settings, data_dir, translator, model_files(trained, data_dir), tmp_path)
+    record = __import__("json").loads((tmp_path / "augment.json").read_text())
+    assert record["sentences"] == len({" ".join(s.split()) for s in with_source} - set(held) - test_en)
+    assert record["met"] + record["unmet"] == record["sentences"] and record["met"] >= 1
+    assert len(pairs) == 2 * record["met"]
+    assert all("红色的马" in "".join(t.split()) for _, t in pairs)
+    assert not {s for s, _ in pairs} & (set(held) | test_en)

@@ -283,6 +283,21 @@ def repair_markdown(r: dict) -> list[str]:
                   f"(sign test p = {pvalue(loc['p_value'])}); mean sentence chrF change "
                   f"{dash(loc['chrf_delta'])} (95% bootstrap interval "
                   f"{'–' if not ci else f'{ci[0]:+.3f} to {ci[1]:+.3f}'})."]
+    per_cycle = [c for c in r.get("cycles", []) if c.get("repair")]
+    if several and per_cycle:
+        lines += ["", "Per cycle (each cycle's corrections, its base model against its fine-tuned one):", "",
+                  "| cycle | fixed | held-out sentences with issues (p) | exact (p) | term recall (p) | "
+                  "unrelated changed | correct → wrong | chrF change |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for c in per_cycle:
+            ce, cg, cl = c["repair"]["efficacy"], c["repair"]["generality"], c["repair"]["locality"]
+            cs, cx, ct = cg.get("sentences") or {}, cg.get("exact") or {}, cg.get("term_recall") or {}
+            lines.append(
+                f"| {c['cycle']} | {ce['fixed']} of {ce['corrections']} | {dash(cs.get('with_issues_before'))} → "
+                f"{dash(cs.get('with_issues_after'))} ({pvalue(cs.get('p_value'))}) | {dash(cx.get('before'))} → "
+                f"{dash(cx.get('after'))} ({pvalue(cx.get('p_value'))}) | {dash(ct.get('before'))} → "
+                f"{dash(ct.get('after'))} ({pvalue(ct.get('p_value'))}) | {cl['changed']} of {cl['texts']} | "
+                f"{cl['correct_to_wrong']} of {cl['correct_before']} | {dash(cl['chrf_delta'])} |")
     b = r.get("bleu") or {}
     if "excluded" in b:
         lines.append(f"- BLEU is scored on the {b['sentences']} of {b['lines']} test lines no fine-tuning pair came "

@@ -110,9 +110,15 @@ def study_rows(run_dirs: list[Path]) -> tuple[list[str], list[dict]]:
     rows = []
     for d, (report, config) in zip(run_dirs, loaded):
         settings = flat(config)
+        per_cycle = {}
+        if len(report.get("cycles") or []) > 1:  # the repair measures of each cycle beside the run's
+            for c in report["cycles"]:
+                per_cycle.update({f"cycle{c['cycle']}_{name}": figure(c, path) for name, path in FIGURES.items()
+                                  if path[0] == "repair"})
         rows.append({"run": str(d), **{k: settings.get(k) for k in keys},
-                     **{name: figure(report, path) for name, path in FIGURES.items()}})
-    return keys, rows
+                     **{name: figure(report, path) for name, path in FIGURES.items()}, **per_cycle})
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return keys, [{c: row.get(c) for c in columns} for row in rows]
 
 
 def label(row: dict, keys: list[str]) -> str:
@@ -140,7 +146,7 @@ def to_markdown(keys: list[str], rows: list[dict], plots: list[str]) -> str:
              f"{len(rows)} runs of the loop; they differ in: {', '.join(f'`{k}`' for k in keys) or 'nothing'}.",
              "Issues at the lowest Purity threshold; held-out p: McNemar's exact test; BLEU p: paired bootstrap; "
              "improved / unchanged / degraded: changed translations by chrF against their references.", ""]
-    columns = [*keys, *FIGURES]
+    columns = [*keys, *FIGURES]  # study.csv also has each cycle's repair measures
     lines += ["| " + " | ".join(["run", *columns]) + " |", "| " + " | ".join(["---"] * (len(columns) + 1)) + " |"]
     for row in rows:
         lines.append("| " + " | ".join([Path(row["run"]).name, *(value(row[c]) for c in columns)]) + " |")

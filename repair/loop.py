@@ -74,12 +74,12 @@ class Run:
         write_json_atomic(self.dir / "seconds.json", self.seconds)
 
 
-def finetune_settings(cfg: DictConfig) -> "FinetuneSettings":
-    from repair.stages.finetune import FinetuneSettings
+def finetune_settings(cfg: DictConfig, heldout=None) -> "FinetuneSettings":
+    """The `finetune` group's settings; the held-out sentences are never fine-tuned on."""
+    from repair.stages.finetune import settings_from_config
 
-    ft = plain(cfg.finetune)
-    return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
-                            keep=ft.get("keep") or 0, seed=cfg.seed, device=cfg.device, threads=cfg.model.get("threads"))
+    return settings_from_config(plain(cfg.finetune), seed=cfg.seed, device=cfg.device,
+                                threads=cfg.model.get("threads"), exclude=heldout.sentences if heldout else ())
 
 
 def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.loop") -> Path:
@@ -103,7 +103,8 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
     with run.stage("train"):
         base = train.run(run_dir, data.dir, translators, plain(cfg.model), brought, cfg.checkpoint_dir, cfg.seed,
                          cfg.device)
-    heldout, rest = hold_out(run_dir, data.sentences, float(cfg.purity.get("holdout") or 0), data.reference_table)
+    heldout, rest = hold_out(run_dir, data.sentences, float(cfg.purity.get("holdout") or 0),
+                             data.sentence_references)
     purity = test.make_purity(plain(cfg.purity), plain(cfg.parser), translators, data.dir)
     verify_settings = verify.VerifySettings(**{k: cfg.verify[k] for k in ("bootstrap_samples", "alpha", "worst")})
 
@@ -132,15 +133,20 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             log.warning("no corrections: nothing to fine-tune on; the loop stops at cycle %s", k)
             break
         with run.stage("finetune"):
-            ft = finetune.run(cdir / "finetune", model, corrections, data.dir, finetune_settings(cfg), cdir / "test",
-                              tested["issues"])
+            ft = finetune.run(cdir / "finetune", model, corrections, data.dir, finetune_settings(cfg, heldout),
+                              cdir / "test", tested["issues"], translators(model), translators)
         with run.stage("verify"):
             verified = verify.run(cdir / "verify", model, cdir / "finetune", corrections, tested, data, purity,
                                   verify_settings, indices, heldout, cycles[-1]["verify"] if cycles else None)
         cycles.append({**entry, "review": reviewed, "corrections": corrections, "finetune": ft, "verify": verified})
         model = model.with_checkpoint(ft["best_checkpoint"])
 
-    overall = verify.compare_run(run_dir, [c for c in cycles if c["verify"]], data, heldout, verify_settings.worst)
+    done = [c for c in cycles if c["verify"]]
+    overall = verify.compare_run(run_dir, done, data, heldout, verify_settings.worst)
+    if overall is not None:  # the run's measures: every cycle's corrections and fine-tuning sources
+        tuned = set().union(*(finetune.read_sources(run_dir / f"cycle{c['cycle']}" / "finetune") for c in done))
+        overall.update(verify.run_measures(done, run_dir, data, heldout, translators(model), tuned,
+                                           tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
     with run.stage("report"):
         path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={
             "model": {**plain(cfg.model), "base_checkpoint": str(base.checkpoint)},

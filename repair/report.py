@@ -96,6 +96,8 @@ def cycle_summary(c: dict, threshold) -> dict:
         },
         regressions=verify["regressions"],
     )
+    if verify.get("repair"):
+        out["repair"] = verify["repair"]
     return out
 
 
@@ -214,6 +216,7 @@ def markdown(report: dict) -> str:
         lines += ["", f"Resumed: the stages {', '.join(r['resumed'])} were already done when the run was restarted."]
     for name, path in r.get("plots", {}).items():
         lines += ["", f"![{name}]({path})"]
+    lines += repair_markdown(r)
     lines += heldout_markdown(r)
     lines += changes_markdown(r)
     lines += cycles_markdown(r)
@@ -265,6 +268,78 @@ def relations_markdown(r: dict) -> list[str]:
         lines.append(f"| {name} | {f['cases']} | {f['issues']} | {dash(after.get(name, {}).get('issues'))} | "
                      f"{dash(f['erroneous_translations'])} | {fmt(f['precision'])} |")
     return lines + [""]
+
+
+def pvalue(x) -> str:
+    return "–" if x is None else f"{x:.3g}"
+
+
+def share(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def repair_markdown(r: dict) -> list[str]:
+    """Efficacy, generality and locality of the repair (the run's: every cycle's corrections)."""
+    m = r.get("repair")
+    if not m:
+        return []
+    e, g, loc = m["efficacy"], m["generality"], m["locality"]
+    several = len(r.get("cycles", [])) > 1
+    lines = ["", "## Efficacy, generality, locality", "",
+             ("Every cycle's corrections, the first base model against the last fine-tuned one."
+              if several else "The base model against the fine-tuned one."), "",
+             "| measure | units | before | after | p |", "| --- | --- | --- | --- | --- |",
+             f"| efficacy: corrections translated as corrected | {e['corrections']} corrections | – | "
+             f"{e['fixed']} ({fmt(e['fix_rate'])}) | – |"]
+    s = g.get("sentences")
+    if s:
+        lines.append(f"| generality: held-out sentences with Purity issues | {s['sentences']} sentences | "
+                     f"{s['with_issues_before']} | {s['with_issues_after']} | {pvalue(s['p_value'])} |")
+    p = g.get("pairs")
+    if p:
+        lines.append(f"| held-out Purity pairs that are issues (pairs share their sentence's translation: "
+                     f"not independent) | {p['pairs']} pairs | {p['issues_before']} | {p['issues_after']} | "
+                     f"{pvalue(p['p_value'])} |")
+    x = g.get("exact")
+    if x:
+        lines.append(f"| generality: held-out texts translated exactly as their reference | {x['texts']} texts | "
+                     f"{x['before']} | {x['after']} | {pvalue(x['p_value'])} |")
+    t = g.get("term_recall")
+    if t:
+        lines.append(f"| generality: sentences recalling every corrected word their reference has "
+                     f"({t['terms']} words) | {t['sentences']} sentences | {t['before']} | {t['after']} | "
+                     f"{pvalue(t['p_value'])} |")
+    lines.append(f"| locality: unrelated texts translated exactly as their reference | {loc['with_reference']} "
+                 f"texts | {loc['correct_before']} | {loc['correct_before'] - loc['correct_to_wrong'] + loc['wrong_to_correct']} | "
+                 f"{pvalue(loc['p_value'])} |")
+    ci = loc.get("chrf_delta_ci")
+    lines += ["", f"- Locality: of {loc['texts']} texts whose English contains no corrected source (BLEU-test lines "
+                  f"and held-out texts), **{loc['changed']} ({share(loc['changed_share'])})** are translated "
+                  f"differently; correct → wrong **{loc['correct_to_wrong']}** of {loc['correct_before']} correct "
+                  f"({share(loc['correct_to_wrong_share'])}), wrong → correct {loc['wrong_to_correct']} "
+                  f"(sign test p = {pvalue(loc['p_value'])}); mean sentence chrF change "
+                  f"{dash(loc['chrf_delta'])} (95% bootstrap interval "
+                  f"{'–' if not ci else f'{ci[0]:+.3f} to {ci[1]:+.3f}'})."]
+    per_cycle = [c for c in r.get("cycles", []) if c.get("repair")]
+    if several and per_cycle:
+        lines += ["", "Per cycle (each cycle's corrections, its base model against its fine-tuned one):", "",
+                  "| cycle | fixed | held-out sentences with issues (p) | exact (p) | term recall (p) | "
+                  "unrelated changed | correct → wrong | chrF change |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for c in per_cycle:
+            ce, cg, cl = c["repair"]["efficacy"], c["repair"]["generality"], c["repair"]["locality"]
+            cs, cx, ct = cg.get("sentences") or {}, cg.get("exact") or {}, cg.get("term_recall") or {}
+            lines.append(
+                f"| {c['cycle']} | {ce['fixed']} of {ce['corrections']} | {dash(cs.get('with_issues_before'))} → "
+                f"{dash(cs.get('with_issues_after'))} ({pvalue(cs.get('p_value'))}) | {dash(cx.get('before'))} → "
+                f"{dash(cx.get('after'))} ({pvalue(cx.get('p_value'))}) | {dash(ct.get('before'))} → "
+                f"{dash(ct.get('after'))} ({pvalue(ct.get('p_value'))}) | {cl['changed']} of {cl['texts']} | "
+                f"{cl['correct_to_wrong']} of {cl['correct_before']} | {dash(cl['chrf_delta'])} |")
+    b = r.get("bleu") or {}
+    if "excluded" in b:
+        lines.append(f"- BLEU is scored on the {b['sentences']} of {b['lines']} test lines no fine-tuning pair came "
+                     f"from ({b['excluded']} left out).")
+    return lines
 
 
 def heldout_markdown(r: dict) -> list[str]:
@@ -374,7 +449,7 @@ def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds
     }
     verified = [c for c in summaries if "fixed" in c]
     if verified:  # a last cycle without corrections verified nothing: the figures of the last one that did
-        report.update({k: verified[-1].get(k) for k in ("heldout", "changes", "fixed_within_d")})
+        report.update({k: verified[-1].get(k) for k in ("heldout", "changes", "fixed_within_d", "repair")})
     if overall:
         report.update(overall)
     report["plots"] = plot(run_dir, summaries, list(thresholds))

@@ -45,6 +45,29 @@ FIGURES = {
     "unchanged": ("changes", "unchanged"),
     "degraded": ("changes", "degraded"),
     "finetune_epochs": ("finetune", "epochs"),
+    "bleu_excluded": ("bleu", "excluded"),
+    "fix_rate": ("repair", "efficacy", "fix_rate"),
+    "heldout_sentences": ("repair", "generality", "sentences", "sentences"),
+    "heldout_sentences_with_issues_before": ("repair", "generality", "sentences", "with_issues_before"),
+    "heldout_sentences_with_issues_after": ("repair", "generality", "sentences", "with_issues_after"),
+    "heldout_sentences_p": ("repair", "generality", "sentences", "p_value"),
+    "heldout_pairs_issues_before": ("repair", "generality", "pairs", "issues_before"),
+    "heldout_pairs_issues_after": ("repair", "generality", "pairs", "issues_after"),
+    "exact_texts": ("repair", "generality", "exact", "texts"),
+    "exact_before": ("repair", "generality", "exact", "before"),
+    "exact_after": ("repair", "generality", "exact", "after"),
+    "exact_p": ("repair", "generality", "exact", "p_value"),
+    "term_recall_sentences": ("repair", "generality", "term_recall", "sentences"),
+    "term_recall_before": ("repair", "generality", "term_recall", "before"),
+    "term_recall_after": ("repair", "generality", "term_recall", "after"),
+    "term_recall_p": ("repair", "generality", "term_recall", "p_value"),
+    "locality_texts": ("repair", "locality", "texts"),
+    "locality_changed": ("repair", "locality", "changed"),
+    "locality_correct_before": ("repair", "locality", "correct_before"),
+    "locality_correct_to_wrong": ("repair", "locality", "correct_to_wrong"),
+    "locality_wrong_to_correct": ("repair", "locality", "wrong_to_correct"),
+    "locality_p": ("repair", "locality", "p_value"),
+    "locality_chrf_delta": ("repair", "locality", "chrf_delta"),
 }
 
 
@@ -83,9 +106,15 @@ def study_rows(run_dirs: list[Path]) -> tuple[list[str], list[dict]]:
     rows = []
     for d, (report, config) in zip(run_dirs, loaded):
         settings = flat(config)
+        per_cycle = {}
+        if len(report.get("cycles") or []) > 1:  # the repair measures of each cycle beside the run's
+            for c in report["cycles"]:
+                per_cycle.update({f"cycle{c['cycle']}_{name}": figure(c, path) for name, path in FIGURES.items()
+                                  if path[0] == "repair"})
         rows.append({"run": str(d), **{k: settings.get(k) for k in keys},
-                     **{name: figure(report, path) for name, path in FIGURES.items()}})
-    return keys, rows
+                     **{name: figure(report, path) for name, path in FIGURES.items()}, **per_cycle})
+    columns = list(dict.fromkeys(k for row in rows for k in row))
+    return keys, [{c: row.get(c) for c in columns} for row in rows]
 
 
 def label(row: dict, keys: list[str]) -> str:
@@ -113,7 +142,7 @@ def to_markdown(keys: list[str], rows: list[dict], plots: list[str]) -> str:
              f"{len(rows)} runs of the loop; they differ in: {', '.join(f'`{k}`' for k in keys) or 'nothing'}.",
              "Issues at the lowest Purity threshold; held-out p: McNemar's exact test; BLEU p: paired bootstrap; "
              "improved / unchanged / degraded: changed translations by chrF against their references.", ""]
-    columns = [*keys, *FIGURES]
+    columns = [*keys, *FIGURES]  # study.csv also has each cycle's repair measures
     lines += ["| " + " | ".join(["run", *columns]) + " |", "| " + " | ".join(["---"] * (len(columns) + 1)) + " |"]
     for row in rows:
         lines.append("| " + " | ".join([Path(row["run"]).name, *(value(row[c]) for c in columns)]) + " |")

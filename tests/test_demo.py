@@ -179,6 +179,20 @@ def test_build_is_idempotent_and_rebuilds_when_parameters_change(tmp_path):
     assert len((tmp_path / "purity.en").read_text(encoding="utf-8").splitlines()) == 30
 
 
+def test_more_purity_sentences_leave_the_corpus_as_it_was():
+    """A larger Purity input (its held-out share with it) must not change what the base model trains on."""
+    from repair.data.demo.build import WITH_CORPUS
+
+    base = generate(3, **{**SMALL, "n_purity": WITH_CORPUS})
+    more = generate(3, **{**SMALL, "n_purity": WITH_CORPUS + 40})
+    for split in ("train", "valid", "test"):
+        assert more[split] == base[split]
+    assert more["purity"][:WITH_CORPUS] == base["purity"] and len(more["purity"]) == WITH_CORPUS + 40
+    corpus = {en for split in ("train", "valid", "test") for en, _ in more[split]}
+    assert len(set(more["purity"])) == len(more["purity"]) and not set(more["purity"]) & corpus
+    assert all(s in more["references"] for s in more["purity"])
+
+
 def test_bad_sizes_are_a_user_error(tmp_path):
     with pytest.raises(UserError, match="n_train"):
         build_demo(tmp_path, **{**SMALL, "n_train": -1})

@@ -124,6 +124,20 @@ def test_demo_loop_end_to_end(finished_run):
     assert len(changes["worst"]) == min(10, changes["degraded"])
     assert report["fixed"] <= report["fixed_within_d"] <= report["corrections"]
     assert "## Held-out sentences" in md and "McNemar" in md and "## Changed translations" in md
+    # efficacy, generality (on sentences, beside the pairs), locality
+    m = report["repair"]
+    assert m["efficacy"] == {k: report[k] for k in ("corrections", "fixed", "fix_rate", "fixed_within_d")}
+    g = m["generality"]
+    assert g["sentences"]["sentences"] == 18 and g["pairs"]["pairs"] == h["pairs"]
+    assert g["sentences"]["with_issues_before"] <= min(18, h["issues_before"])
+    assert g["exact"]["texts"] > 18 and 0 <= g["exact"]["after"] <= g["exact"]["texts"]
+    assert g["term_recall"]["terms"] > 0 and g["term_recall"]["sentences"] <= 120 + 18
+    loc = m["locality"]
+    assert 0 < loc["texts"] < 120 + h["texts"] and loc["changed"] <= loc["texts"]
+    assert loc["correct_to_wrong"] <= loc["correct_before"] and 0 < loc["p_value"] <= 1
+    assert loc["chrf_delta_ci"][0] <= loc["chrf_delta"] <= loc["chrf_delta_ci"][1]
+    assert report["bleu"]["excluded"] == 0 and report["bleu"]["lines"] == 120  # the demo's input is not its BLEU split
+    assert "## Efficacy, generality, locality" in md
     # the tested checkpoint is never modified by fine-tuning
     model = json.loads((finished_run / "model.json").read_text())
     import hashlib
@@ -286,6 +300,12 @@ def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared,
     assert c2["heldout"]["issues_before"] == c1["heldout"]["issues_after"]
     assert report["heldout"]["issues_before"] == c1["heldout"]["issues_before"]
     assert report["heldout"]["issues_after"] == c2["heldout"]["issues_after"]
+    # the run's measures: every cycle's corrections, the first base model against the last fine-tuned one
+    m = report["repair"]
+    assert m["efficacy"]["corrections"] == c1["corrections"] + c2["corrections"]
+    assert m["generality"]["sentences"]["with_issues_before"] == c1["repair"]["generality"]["sentences"]["with_issues_before"]
+    assert m["generality"]["sentences"]["with_issues_after"] == c2["repair"]["generality"]["sentences"]["with_issues_after"]
+    assert m["locality"]["texts"] <= min(c1["repair"]["locality"]["texts"], c2["repair"]["locality"]["texts"])
 
 
 def test_ctranslate2_tests_and_verifies_the_finetuned_model(finished_run, shared, tmp_path):

@@ -210,6 +210,31 @@ def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_pa
         finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=1e-3, patience=1, max_epoch=4)
 
 
+def test_anchored_finetune_trains_only_what_it_names_and_stays_near_the_base(trained, data_dir, tmp_path):
+    """finetune.trainable freezes the other parameters; finetune.l2 pulls the trained ones toward the base."""
+    import torch
+
+    from repair.nmt.checkpoint import load_checkpoint
+
+    pairs = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。")] * 20 + corpus.pairs(60, seed=1)
+
+    def drift(save, **kw):
+        result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), tmp_path / save,
+                                lr=1e-3, patience=5, max_epoch=2, **kw)
+        base, new = load_checkpoint(trained)["model"], load_checkpoint(result["best_checkpoint"])["model"]
+        return {n: float((new[n].float() - w.float()).norm()) for n, w in base.items() if w.is_floating_point()}
+
+    free = drift("free")
+    frozen = drift("frozen", trainable=("decoder.layers",))
+    assert all(d == 0.0 for n, d in frozen.items() if not n.startswith("decoder.layers"))
+    assert any(d > 0 for n, d in frozen.items() if n.startswith("decoder.layers"))
+    assert any(d > 0 for n, d in free.items() if n.startswith("encoder."))
+    pulled = drift("pulled", l2=10.0)
+    total = lambda d: sum(x * x for x in d.values()) ** 0.5  # noqa: E731
+    assert 0 < total(pulled) < 0.5 * total(free)
+    assert torch.load(tmp_path / "pulled" / "checkpoint_best.pt", weights_only=False)["cfg"]["criterion"]["anchor_l2"] == 10.0
+
+
 def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, data_dir, tmp_path, caplog):
     # lr 0: every epoch's valid loss equals the first, so patience 1 stops after epoch 2.
     pairs = corpus.pairs(60, seed=3)
@@ -442,3 +467,29 @@ def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(
             assert relations[case.relation].check(case, {**translation, source: s["text"]}).distance == 0
             assert "beam search" in s["origin"] and s["text"] != translation[source]
     assert figures["offered"] == sum(len(i["suggestions"]) for i in issues) >= 3
+
+
+def test_augmented_pairs_carry_their_correction(trained, data_dir, translator, tmp_path):
+    """finetune.augment: training sentences containing a corrected source, translated by the base model
+    under the correction as a constraint; never a held-out sentence nor a line of the BLEU test split."""
+    from repair.data.prepare import read_clean_pairs
+    from repair.measures import source_key
+    from repair.stages.finetune import augmented, settings_from_config
+
+    train_en = [en for en, _ in read_clean_pairs(data_dir, "train")]
+    test_en = {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
+    with_source = [en for en in train_en if " the old horse " in f" {source_key(en)} "]
+    assert len(with_source) >= 3
+    # a correction the model would never write by itself: only the constraint can put it there
+    corrections = [{"source": "the old horse", "translation": "老马", "correction": "红色的马"}]
+    ft = {"lr": 1e-4, "patience": 1, "max_epoch": 1, "repeat": 1, "replay": 0, "keep": 0, "augment": 50,
+          "augment_repeat": 2}
+    held = with_source[:1]
+    settings = settings_from_config(ft, seed=1, exclude=held)
+    pairs = augmented(corrections, settings, data_dir, translator, model_files(trained, data_dir), tmp_path)
+    record = __import__("json").loads((tmp_path / "augment.json").read_text())
+    assert record["sentences"] == len({" ".join(s.split()) for s in with_source} - set(held) - test_en)
+    assert record["met"] + record["unmet"] == record["sentences"] and record["met"] >= 1
+    assert len(pairs) == 2 * record["met"]
+    assert all("红色的马" in "".join(t.split()) for _, t in pairs)
+    assert not {s for s, _ in pairs} & (set(held) | test_en)

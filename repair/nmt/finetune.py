@@ -73,18 +73,29 @@ def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files: ModelFil
 
 
 def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoint: Path, *, lr: float, patience: int,
-                    max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool, langs: tuple[str, str]):
-    """The base model's own training config, turned into a fine-tuning run with a fixed learning rate."""
+                    max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool, langs: tuple[str, str],
+                    l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False):
+    """The base model's own training config, turned into a fine-tuning run with a fixed learning rate;
+    with l2 or trainable, the loss anchored to the base model (repair.nmt.anchored)."""
     from omegaconf import open_dict
 
     cfg = checkpoint_cfg(base_state)
     with open_dict(cfg):
+        if l2 or trainable:
+            from repair.nmt.anchored import NAME
+
+            crit = cfg.criterion
+            cfg.criterion = {"_name": NAME, "label_smoothing": float(crit.get("label_smoothing", 0.0) or 0.0),
+                             "report_accuracy": False, "ignore_prefix_size": int(crit.get("ignore_prefix_size", 0) or 0),
+                             "sentence_avg": bool(cfg.optimization.get("sentence_avg", False)),
+                             "anchor_l2": float(l2), "anchor_checkpoint": str(base_checkpoint),
+                             "trainable": ",".join(trainable)}
         cfg.task.data = str(data)
         cfg.task.source_lang, cfg.task.target_lang = langs  # the languages its files are named by
         c = cfg.checkpoint
         c.save_dir, c.finetune_from_model, c.restore_file = str(save_dir), str(base_checkpoint), "checkpoint_last.pt"
         c.reset_optimizer = c.reset_lr_scheduler = c.reset_dataloader = c.reset_meters = False
-        c.patience, c.no_epoch_checkpoints, c.best_checkpoint_metric = int(patience), True, "loss"
+        c.patience, c.no_epoch_checkpoints, c.best_checkpoint_metric = int(patience), not epoch_checkpoints, "loss"
         c.maximize_best_checkpoint_metric, c.save_interval, c.save_interval_updates = False, 1, 0
         c.no_save, c.no_last_checkpoints, c.keep_best_checkpoints = False, False, -1
         o = cfg.optimization
@@ -145,6 +156,9 @@ def finetune_model(
     device: str = "auto",
     fp16: bool | str = "auto",
     threads: int | None = None,
+    l2: float = 0.0,
+    trainable: Sequence[str] = (),
+    epoch_checkpoints: bool = False,
 ) -> dict:
     """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 
@@ -162,6 +176,8 @@ def finetune_model(
     settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": digest, "pairs": len(train_pairs),
                 "valid_sha1": _pairs_digest(valid_pairs), "lr": lr,
                 "patience": patience, "max_epoch": max_epoch, "seed": seed, "max_tokens": max_tokens}
+    if l2 or trainable or epoch_checkpoints:  # settings of fine-tunes from before these keys stay as they were
+        settings.update(l2=l2, trainable=list(trainable), epoch_checkpoints=epoch_checkpoints)
     result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
     if settings_path.is_file():
         old = read_json(settings_path)
@@ -187,7 +203,10 @@ def finetune_model(
     set_threads(threads, cuda)
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
                           seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=use_fp16(fp16, cuda),
-                          langs=(base.src.lang, base.tgt.lang))
+                          langs=(base.src.lang, base.tgt.lang), l2=l2, trainable=tuple(trainable),
+                          epoch_checkpoints=epoch_checkpoints)
+    if l2 or trainable:
+        import repair.nmt.anchored  # noqa: F401  (registers the criterion with fairseq)
     del base_state
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)

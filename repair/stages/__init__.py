@@ -28,6 +28,23 @@ class Data:
 
         return load_references(self.references)
 
+    @cached_property
+    def sentence_references(self) -> dict[str, str] | None:
+        """References for the sentences Purity tests: the data's reference table (the demo's), else the
+        Chinese file aligned with the input (X.zh beside X.en, line by line: a parallel corpus's test split,
+        WMT'18's newstest), else None."""
+        if self.references is not None:
+            return self.reference_table
+        zh = self.sentences.with_suffix(".zh") if self.sentences.suffix == ".en" else None
+        if zh is None or not zh.is_file():
+            return None
+        from repair.fileio import read_text_lines
+
+        en_lines, zh_lines = read_text_lines(self.sentences), read_text_lines(zh)
+        if len(en_lines) != len(zh_lines):
+            return None
+        return {" ".join(e.split()): " ".join(z.split()) for e, z in zip(en_lines, zh_lines) if e.strip() and z.strip()}
+
 
 def check_translator(cfg: dict) -> None:
     """The loop fine-tunes a fairseq model: it is tested with fairseq or, converted, with CTranslate2."""

@@ -29,13 +29,62 @@ class FinetuneSettings:
     seed: int
     device: str = "auto"
     threads: int | None = None
+    replay_target: str = "reference"  # reference | base: replayed sources with the base model's own translation
+    exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
+    l2: float = 0.0  # pull toward the base model's weights (repair.nmt.anchored)
+    trainable: tuple[str, ...] = ()  # parameter name prefixes trained; empty: all
+    augment: int = 0  # pool sentences per correction that contain its source, translated to carry the correction
+    augment_repeat: int = 5  # times each augmented pair appears
+    pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
+    select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
+    select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
+
+
+SELECT = ("loss", "corrections")
+
+
+REPLAY_TARGETS = ("reference", "base")
+
+
+def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: int | None = None,
+                         exclude=()) -> FinetuneSettings:
+    """The `finetune` config group's keys as FinetuneSettings (exclude: sources never fine-tuned on)."""
+    from repair.errors import UserError
+
+    target = ft.get("replay_target") or "reference"
+    if target not in REPLAY_TARGETS:
+        raise UserError(f"finetune.replay_target={target!r}: choose one of {', '.join(REPLAY_TARGETS)}")
+    select = ft.get("select") or "loss"
+    if select not in SELECT:
+        raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
+    return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
+                            select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
+                            augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
+                            pool=ft.get("pool"),
+                            keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
+                            replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
+                            l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()))
 
 
 def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
                    test_dir: Path | None = None, issues: list[dict] = ()) -> list[tuple[str, str]]:
     """The corrections (`repeat` times each), `keep` texts of the test stage's translation table that
-    Purity found consistent, and `replay` training pairs from data_dir, shuffled."""
-    pairs = [(c["source"], c["correction"]) for c in corrections] * settings.repeat
+    Purity found consistent, and `replay` training pairs from data_dir, shuffled; no pair whose source is
+    one of settings.exclude (the held-out sentences). Replayed pairs carry their reference here; see
+    finetune_parts for the base model's own translations."""
+    parts = finetune_parts(settings, corrections, data_dir, test_dir, issues)
+    pairs = [p for part in parts.values() for p in part]
+    random.Random(settings.seed).shuffle(pairs)
+    return pairs
+
+
+def finetune_parts(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
+                   test_dir: Path | None = None, issues: list[dict] = ()) -> dict[str, list[tuple[str, str]]]:
+    """finetune_pairs' pairs by where they come from: corrections, keep, replay (unshuffled)."""
+    excluded = set(settings.exclude)
+    parts = {"corrections": [(c["source"], c["correction"]) for c in corrections] * settings.repeat,
+             "keep": [], "replay": []}
+    pairs = parts["keep"]
     keep = settings.keep or 0
     if keep and test_dir is not None:
         from repair.issues import sources
@@ -57,9 +106,25 @@ def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir
 
         train = read_clean_pairs(data_dir, "train")
         rng = random.Random(settings.seed)
-        pairs += rng.sample(train, min(settings.replay, len(train)))
-    random.Random(settings.seed).shuffle(pairs)
-    return pairs
+        parts["replay"] = rng.sample(train, min(settings.replay, len(train)))
+    if excluded:
+        parts = {k: [p for p in v if " ".join(p[0].split()) not in excluded] for k, v in parts.items()}
+    return parts
+
+
+def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSettings, translate, out: Path):
+    """The replayed pairs with the base model's own translation (finetune.replay_target=base), cached in
+    out/replay_base.txt; the parts as they are otherwise."""
+    if settings.replay_target != "base" or not parts["replay"]:
+        return parts
+    if translate is None:
+        raise ValueError("finetune.replay_target=base needs the base model's translator")
+    from repair.stages.verify import translate_cached
+
+    sources = [src for src, _ in parts["replay"]]
+    out.mkdir(parents=True, exist_ok=True)
+    targets = translate_cached(translate, sources, out / "replay_base.txt")
+    return {**parts, "replay": [(s, t) for s, t in zip(sources, targets) if t.strip()]}
 
 
 SOURCES = "sources.jsonl"  # the pairs fine-tuning trained on, once each: {"source", "target"}
@@ -71,17 +136,22 @@ def read_sources(out: Path) -> set[str]:
 
 
 def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path, settings: FinetuneSettings,
-        test_dir: Path | None = None, issues: list[dict] = ()) -> dict:
-    """Fine-tunes `checkpoint` on the corrections (see finetune_pairs) into `out`; the result (best
-    checkpoint, curve) is read back on a resumed run. The training pairs are written to out/sources.jsonl
-    (also for a fine-tune that finished before that file was written: the pairs are seeded)."""
+        test_dir: Path | None = None, issues: list[dict] = (), translator=None, translator_for=None) -> dict:
+    """Fine-tunes `checkpoint` on the corrections (see finetune_parts) into `out`; the result (best
+    checkpoint, curve) is read back on a resumed run. The training pairs are written to out/sources.jsonl.
+    translator: the base model's (its `translate(texts)`), for finetune.replay_target=base and augment;
+    translator_for(model): a translator for a model, for finetune.select=corrections."""
     from repair.data.prepare import read_clean_pairs
     from repair.nmt.finetune import finetune_model
 
     result_path = out / "result.json"
     if result_path.exists() and (out / SOURCES).exists():
         return read_json(result_path)
-    pairs = finetune_pairs(settings, corrections, data_dir, test_dir, issues)
+    parts = distilled(finetune_parts(settings, corrections, data_dir, test_dir, issues), settings, translator, out)
+    if settings.augment:
+        parts["augment"] = augmented(corrections, settings, data_dir, translator, checkpoint, out)
+    pairs = [p for part in parts.values() for p in part]
+    random.Random(settings.seed).shuffle(pairs)
     out.mkdir(parents=True, exist_ok=True)
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
@@ -96,7 +166,102 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             seed=settings.seed,
             device=settings.device,
             threads=settings.threads,
+            l2=settings.l2,
+            trainable=settings.trainable,
+            epoch_checkpoints=settings.select == "corrections",
         )
+        if settings.select == "corrections":
+            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
         write_json_atomic(result_path, result)
     return read_json(result_path)
+
+
+def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],
+                          settings: FinetuneSettings, translator_for) -> dict:
+    """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
+    select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
+    validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
+    split; the other epochs' checkpoints are removed."""
+    from repair.stats import verify_fixes
+
+    valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
+    epochs = sorted(int(p.stem[len("checkpoint"):]) for p in out.glob("checkpoint[0-9]*.pt"))
+    if not epochs or not corrections:
+        return result
+    sources = [c["source"] for c in corrections]
+    rows = []
+    for e in epochs:
+        model = base.with_checkpoint(out / f"checkpoint{e}.pt")
+        fixed = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+        rows.append({"epoch": e, "fixed": fixed, "valid_loss": valid.get(e)})
+        log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed, len(corrections),
+                 valid.get(e))
+        if fixed >= settings.select_fix_rate * len(corrections):
+            break
+    enough = [r for r in rows if r["fixed"] >= settings.select_fix_rate * len(corrections)]
+    chosen = enough[0] if enough else max(rows, key=lambda r: (r["fixed"], -(r["valid_loss"] or 0.0)))
+    path = out / f"checkpoint{chosen['epoch']}.pt"
+    selected = out / "checkpoint_selected.pt"
+    path.replace(selected)
+    for p in out.glob("checkpoint[0-9]*.pt"):
+        p.unlink()
+    log.info("fine-tune: epoch %s kept (finetune.select=corrections)", chosen["epoch"])
+    return {**result, "best_checkpoint": str(selected), "selected": {"by": "corrections", "epoch": chosen["epoch"],
+                                                                     "fix_rate": settings.select_fix_rate,
+                                                                     "epochs": rows}}
+
+
+def pool_matches(corrections: list[dict], pool: list[str], per_correction: int, seed: int,
+                 never: set[str]) -> list[tuple[str, dict]]:
+    """Up to `per_correction` pool sentences for each correction whose English contains the corrected source
+    as whole tokens (case and spacing aside), none of them in `never` nor a corrected source itself."""
+    from repair.measures import source_key
+
+    rng = random.Random(seed)
+    keyed = [(" ".join(p.split()), f" {source_key(p)} ") for p in dict.fromkeys(pool)]
+    corrected = {source_key(c["source"]) for c in corrections}
+    out = []
+    for c in corrections:
+        needle = f" {source_key(c['source'])} "
+        found = [p for p, k in keyed if needle in k and p not in never and source_key(p) not in corrected]
+        out += [(p, c) for p in rng.sample(found, min(per_correction, len(found)))]
+    return out
+
+
+def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Path, translator,
+              base: "ModelFiles", out: Path) -> list[tuple[str, str]]:
+    """finetune.augment: each correction taught in other contexts. Pool sentences (finetune.pool, or the
+    training English) that contain a corrected source, never a held-out sentence nor a line of the BLEU
+    test split, translated by the base model with lexically constrained beam search so that they carry
+    the correction; pairs whose constraint could not be met are counted (out/augment.json) and left out.
+    Each pair appears augment_repeat times."""
+    from repair.data.prepare import read_clean_pairs
+    from repair.fileio import read_text_lines
+
+    path = out / "augment.json"
+    if path.exists():
+        record = read_json(path)
+    else:
+        from repair.nmt.constrained import translate_constrained
+        from repair.nmt.translator import FairseqTranslator
+
+        pool = (read_text_lines(settings.pool) if settings.pool
+                else [en for en, _ in read_clean_pairs(data_dir, "train")])
+        never = set(settings.exclude) | {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
+        matches = pool_matches(corrections, pool, settings.augment, settings.seed, never)
+        model = translator if isinstance(translator, FairseqTranslator) else base
+        hyps = translate_constrained(model, [p for p, _ in matches], [[c["correction"]] for _, c in matches]) \
+            if matches else []
+        rows = [{"source": p, "translation": h[0].text, "met": h[0].met, "correction": c["source"]}
+                for (p, c), h in zip(matches, hyps)]
+        record = {"corrections": len(corrections),
+                  "with_pool_sentences": len({r["correction"] for r in rows}),
+                  "sentences": len(rows), "met": sum(r["met"] for r in rows),
+                  "unmet": sum(not r["met"] for r in rows), "rows": rows}
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, record)
+        log.info("augmentation: %s pool sentences for %s of %s corrections, constraint met in %s (%s unmet)",
+                 record["sentences"], record["with_pool_sentences"], len(corrections), record["met"],
+                 record["unmet"])
+    return [(r["source"], r["translation"]) for r in record["rows"] if r["met"]] * settings.augment_repeat

@@ -102,7 +102,8 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     bleu_files = (out / BLEU_FILES[0], out / BLEU_FILES[1])
     hyp_base = translate_cached(purity.translator(base), test_en, bleu_files[0])
     hyp_new = translate_cached(new_model, test_en, bleu_files[1])
-    bleu = bleu_significance(test_zh, hyp_base, hyp_new, n_samples=settings.bootstrap_samples, alpha=settings.alpha)
+    tuned = read_sources(finetune_dir)
+    bleu = bleu_untuned(test_en, test_zh, hyp_base, hyp_new, tuned, settings)
     log.info("BLEU %.2f -> %.2f (p = %.3f)", bleu["before"], bleu["after"], bleu["p_value"])
 
     sentences = read_text_lines(data.sentences)
@@ -126,7 +127,6 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
 
         h = compared["heldout"]
         # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
-        tuned = read_sources(finetune_dir)
         texts = read_table(heldout_dirs[0] / TRANSLATIONS)
         h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
         h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
@@ -134,8 +134,12 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     c = compared["changes"]
     log.info("changed translations: %s improved, %s unchanged, %s degraded (chrF)",
              c["improved"], c["unchanged"], c["degraded"])
+    measures = repair_measures(fixes, corrections, heldout_dirs, heldout, compared.get("heldout"),
+                               (test_en, test_zh, hyp_base, hyp_new), tuned, purity.settings["stop_tokens"], settings)
+    log_measures(measures)
     result = {
         "fixes": {k: v for k, v in fixes.items() if k != "rows"},
+        "repair": measures,
         "bleu": bleu,
         "purity_after": read_json(purity_dir / "summary.json"),
         "regressions": purity_regressions(test["issues"], after_issues),
@@ -159,3 +163,117 @@ def compare_run(run_dir: Path, verified: list[dict], data: Data, heldout: Heldou
     bleu_files = (run_dir / f"cycle{verified[0]['cycle']}" / "verify" / BLEU_FILES[0],
                   run_dir / f"cycle{verified[-1]['cycle']}" / "verify" / BLEU_FILES[1])
     return compare_models(dirs, bleu_files, test_zh, test_en, heldout.references if heldout else None, worst)
+
+
+def bleu_untuned(test_en: list[str], test_zh: list[str], hyp_base: list[str], hyp_new: list[str], tuned: set[str],
+                 settings: VerifySettings) -> dict:
+    """BLEU before/after with its paired bootstrap on the test lines no fine-tuning pair came from: where
+    Purity's input and the BLEU split overlap, every line a fine-tuning source came from (tested,
+    corrected, kept) leaves the set; `excluded` says how many."""
+    from repair.measures import bleu_lines
+    from repair.stats import bleu_significance
+
+    kept, excluded = bleu_lines(test_en, tuned)
+    if excluded:
+        log.info("BLEU on %s of %s test lines: %s are sources of fine-tuning pairs and leave the BLEU set",
+                 len(kept), len(test_en), excluded)
+    bleu = bleu_significance([test_zh[i] for i in kept], [hyp_base[i] for i in kept], [hyp_new[i] for i in kept],
+                             n_samples=settings.bootstrap_samples, alpha=settings.alpha)
+    return {**bleu, "excluded": excluded, "lines": len(test_en)}
+
+
+def text_kinds(pairs: list[dict], sentences: list[str]) -> dict[str, str]:
+    """Each text of a Purity run: "sentence" (an input sentence), "mutant" (a replacement's side) or "phrase"."""
+    kinds = {}
+    for p in pairs:
+        for s in p["sides"]:
+            if s["role"] == "mutant":
+                kinds[s["source"]] = "mutant"
+    for s in sentences:
+        kinds[" ".join(s.split())] = "sentence"
+    return kinds
+
+
+def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Path, Path] | None,
+                    heldout: Heldout | None, pair_figures: dict | None, bleu_set: tuple[list, list, list, list],
+                    tuned: set[str], stop_tokens, settings: VerifySettings) -> dict:
+    """Efficacy, generality and locality of one repair (a cycle, or the run: every cycle's corrections, the
+    first base model against the last fine-tuned one).
+
+    bleu_set: the BLEU test set's English, references, base and fine-tuned translations; its lines that a
+    fine-tuning source came from (`tuned`) are left out, as they are of BLEU.
+    """
+    from repair.measures import (bleu_lines, correction_terms, exact_generality, locality, sentence_generality,
+                                 term_recall)
+    from repair.purity.run import TRANSLATIONS
+    from repair.purity.translators import read_table
+
+    test_en, test_zh, hyp_base, hyp_new = bleu_set
+    kept, _ = bleu_lines(test_en, tuned)
+    rows = [{"kind": "sentence", "set": "test", "source": test_en[i], "reference": test_zh[i],
+             "before": hyp_base[i], "after": hyp_new[i]} for i in kept]
+    sentence_rows = list(rows)
+    generality: dict = {}
+    if heldout_dirs is not None and heldout is not None:
+        before, after = heldout_dirs
+        pairs = read_jsonl(before / "pairs.jsonl")
+        ids_before = {i["id"] for i in read_issues(before / "issues.jsonl")}
+        ids_after = {i["id"] for i in read_issues(after / "issues.jsonl")}
+        generality["sentences"] = sentence_generality(heldout.sentences, pairs, ids_before, ids_after)
+        if pair_figures:
+            generality["pairs"] = {k: pair_figures[k] for k in ("pairs", "issues_before", "issues_after", "resolved",
+                                                                 "new", "p_value") if k in pair_figures}
+        table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
+        refs = heldout.references
+        generality["exact"] = exact_generality(list(table_before), refs, table_before, table_after)
+        kinds = text_kinds(pairs, heldout.sentences)
+        held_rows = [{"kind": kinds.get(t, "phrase"), "set": "heldout", "source": t,
+                      "reference": refs.get(t) if refs is not None else None, "before": tr,
+                      "after": table_after.get(t, "")} for t, tr in table_before.items()]
+        rows += held_rows
+        sentence_rows += [r for r in held_rows if r["kind"] == "sentence"]
+    terms = correction_terms(corrections, stop_tokens)
+    generality["term_recall"] = term_recall(terms, sentence_rows)
+    return {
+        "efficacy": {k: fixes.get(k) for k in ("corrections", "fixed", "fix_rate", "fixed_within_d")},
+        "generality": generality,
+        "locality": locality(rows, [c["source"] for c in corrections], samples=settings.bootstrap_samples),
+    }
+
+
+def log_measures(m: dict) -> None:
+    g, loc = m["generality"], m["locality"]
+    s = g.get("sentences")
+    if s:
+        log.info("held-out sentences with issues: %s -> %s of %s (McNemar p = %.3g)", s["with_issues_before"],
+                 s["with_issues_after"], s["sentences"], s["p_value"])
+    t = g["term_recall"]
+    log.info("term recall: %s -> %s of %s sentences (%s terms, p = %.3g)", t["before"], t["after"], t["sentences"],
+             t["terms"], t["p_value"])
+    log.info("locality: %s of %s unrelated texts changed; correct -> wrong %s of %s, wrong -> correct %s "
+             "(p = %.3g); chrF %s %s", loc["changed"], loc["texts"], loc["correct_to_wrong"], loc["correct_before"],
+             loc["wrong_to_correct"], loc["p_value"], loc["chrf_delta"], loc["chrf_delta_ci"])
+
+
+def run_measures(cycles: list[dict], run_dir: Path, data: Data, heldout: Heldout | None, last_model,
+                 tuned: set[str], stop_tokens, settings: VerifySettings, pair_figures: dict | None) -> dict:
+    """The run's BLEU and repair measures over several cycles: every cycle's corrections (translated by the
+    last fine-tuned model), the first base model against the last fine-tuned one, the BLEU test lines no
+    cycle's fine-tuning source came from. cycles: the verified cycles, each {"cycle", "corrections", "verify"}."""
+    from repair.data.prepare import read_clean_pairs
+    from repair.stats import verify_fixes
+
+    corrections = [c for cycle in cycles for c in cycle["corrections"]]
+    threshold = cycles[-1]["verify"]["fixes"].get("threshold", 0)
+    unit = cycles[-1]["verify"]["purity_after"].get("settings", {}).get("unit", "char")
+    fixes = verify_fixes(corrections, last_model.translate([c["source"] for c in corrections]), unit,
+                         threshold=threshold)
+    test_en, test_zh = map(list, zip(*read_clean_pairs(data.dir, "test")))
+    hyp_base = read_text_lines(run_dir / f"cycle{cycles[0]['cycle']}/verify/bleu/base.txt")
+    hyp_new = read_text_lines(run_dir / f"cycle{cycles[-1]['cycle']}/verify/bleu/finetuned.txt")
+    first, last = cycles[0]["verify"], cycles[-1]["verify"]
+    dirs = (Path(first["heldout_dirs"][0]), Path(last["heldout_dirs"][1])) if first.get("heldout_dirs") else None
+    measures = repair_measures(fixes, corrections, dirs, heldout, pair_figures, (test_en, test_zh, hyp_base, hyp_new),
+                               tuned, stop_tokens, settings)
+    log_measures(measures)
+    return {"bleu": bleu_untuned(test_en, test_zh, hyp_base, hyp_new, tuned, settings), "repair": measures}

@@ -18,11 +18,16 @@ logger = logging.getLogger("repair.data.demo")
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
 DEMO_VERSION = 3
 
-DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=150)
+DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=420)
 
 
 def _params(seed: int, sizes: dict[str, int]) -> dict:
     return {"version": DEMO_VERSION, "seed": seed, **sizes}
+
+
+# Purity sentences drawn along with the corpus; any beyond them are drawn after it, so that a larger Purity
+# input (n_purity) leaves the training, validation and test sentences, and a model trained on them, as they were.
+WITH_CORPUS = 150
 
 
 def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: int, n_purity: int) -> dict:
@@ -33,8 +38,13 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
     purity: list[Sentence] = []
     rest: list[Sentence] = []
     n_rest = n_train + n_valid + n_test
+    first = min(n_purity, WITH_CORPUS)
     attempts = 0
-    while len(purity) < n_purity or len(rest) < n_rest:
+
+    def testable(s: Sentence) -> bool:
+        return any(is_rti(en_text(p).split()) for p in s.phrases)
+
+    while len(purity) < first or len(rest) < n_rest:
         attempts += 1
         if attempts > 50 * (n_purity + n_rest) + 1000:
             raise RuntimeError("demo grammar: too few distinct sentences for the sizes asked")
@@ -43,7 +53,7 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
         if text in seen:
             continue
         seen[text] = s.zh
-        if len(purity) < n_purity and any(is_rti(en_text(p).split()) for p in s.phrases):
+        if len(purity) < first and testable(s):
             purity.append(s)
         elif len(rest) < n_rest:
             rest.append(s)
@@ -60,6 +70,17 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
                 fragments[en] = zh
     train_pairs = [(s.en_text, s.zh) for s in train] + list(fragments.items())
     rng.shuffle(train_pairs)
+
+    while len(purity) < n_purity:  # the Purity sentences beyond the first WITH_CORPUS, none in the corpus
+        attempts += 1
+        if attempts > 50 * (n_purity + n_rest) + 1000:
+            raise RuntimeError("demo grammar: too few distinct sentences for the sizes asked")
+        s = grammar.sentence()
+        if s.en_text in seen or s.en_text in fragments:
+            continue
+        seen[s.en_text] = s.zh
+        if testable(s):
+            purity.append(s)
 
     references: dict[str, str] = {}
     for s in purity:

@@ -152,8 +152,6 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
         parts["augment"] = augmented(corrections, settings, data_dir, translator, checkpoint, out)
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
-    out.mkdir(parents=True, exist_ok=True)
-    write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         result = finetune_model(
             checkpoint,
@@ -173,6 +171,9 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
         if settings.select == "corrections":
             result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
+    # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
+    write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
+    if not result_path.exists():
         write_json_atomic(result_path, result)
     return read_json(result_path)
 

@@ -294,33 +294,33 @@ def bin_prefix(bin_dir: Path, split: str, lang: str) -> Path:
 
 def clean_splits(paths: dict[tuple[str, str], Path], clean_dir: Path, *, max_ratio: float, max_length: int) -> dict:
     """Every split cleaned into clean_dir/{split}.{lang}; the counts per split. The raw files are checked
-    as they are read (UTF-8, both sides aligned): a bad line stops the work, naming the file and line."""
+    as they are read (UTF-8, both sides aligned): a bad line stops the work, naming the file and line, and
+    nothing is written to clean_dir (the splits are cleaned into a temporary folder beside it first)."""
     out: dict = {}
-    clean_dir.mkdir(parents=True, exist_ok=True)
-    for split in SPLITS:
-        counts: dict = {}
-        # Valid and test stay comparable with published figures: only repair text, never filter.
-        kept = iter_clean_pairs(iter_parallel(paths[(split, SRC)], paths[(split, TGT)]), counts,
-                                max_ratio=max_ratio, max_length=max_length,
-                                dedup=split == "train", filter_length=split == "train")
-        tmp_en, tmp_zh = clean_dir / f".{split}.{SRC}.tmp", clean_dir / f".{split}.{TGT}.tmp"
-        try:
-            with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
+    clean_dir.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=clean_dir.parent, prefix=".clean.") as tmp:
+        tmp = Path(tmp)
+        for split in SPLITS:
+            counts: dict = {}
+            # Valid and test stay comparable with published figures: only repair text, never filter.
+            kept = iter_clean_pairs(iter_parallel(paths[(split, SRC)], paths[(split, TGT)]), counts,
+                                    max_ratio=max_ratio, max_length=max_length,
+                                    dedup=split == "train", filter_length=split == "train")
+            with open(tmp / f"{split}.{SRC}", "w", encoding="utf-8") as fe, \
+                    open(tmp / f"{split}.{TGT}", "w", encoding="utf-8") as fz:
                 for en, zh in tqdm(kept, desc=f"cleaning {split}", unit=" pairs", disable=None):
                     fe.write(en + "\n")
                     fz.write(zh + "\n")
-        except BaseException:
-            tmp_en.unlink(missing_ok=True)
-            tmp_zh.unlink(missing_ok=True)
-            raise
-        if not counts["kept"]:
-            raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
-        os.replace(tmp_en, clean_dir / f"{split}.{SRC}")
-        os.replace(tmp_zh, clean_dir / f"{split}.{TGT}")
-        out[split] = counts
-        logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
-                    split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
-                    counts["duplicate"], counts["changed"])
+            if not counts["kept"]:
+                raise UserError(f"{paths[(split, SRC)]}: no usable sentence pairs after cleaning ({counts})")
+            out[split] = counts
+            logger.info("%s: %d pairs in, %d kept (empty %d, too long %d, ratio %d, duplicate %d, repaired %d)",
+                        split, counts["input"], counts["kept"], counts["empty"], counts["too_long"], counts["ratio"],
+                        counts["duplicate"], counts["changed"])
+        clean_dir.mkdir(parents=True, exist_ok=True)
+        for split in SPLITS:
+            for lang in (SRC, TGT):
+                os.replace(tmp / f"{split}.{lang}", clean_dir / f"{split}.{lang}")
     return out
 
 

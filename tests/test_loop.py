@@ -65,7 +65,7 @@ def finished_run(shared) -> Path:
     return run_dir
 
 
-def test_demo_loop_end_to_end(finished_run):
+def test_demo_loop_end_to_end(finished_run, shared):
     report = json.loads((finished_run / "report.json").read_text())
     before, after = report["purity"]["before"], report["purity"]["after"]
     assert before["issues"] > 0

@@ -16,15 +16,10 @@ from __future__ import annotations
 import string
 from typing import Iterable, Mapping, Sequence
 
-from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test
+from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test, squeeze
 
 MCNEMAR = "McNemar exact (binomial on discordant sentences)"
 PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
-
-
-def squeeze(text: str | None) -> str:
-    """A translation with its whitespace removed (how Chinese outputs are compared)."""
-    return "".join((text or "").split())
 
 
 def source_key(text: str) -> str:

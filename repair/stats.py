@@ -10,9 +10,10 @@ from typing import Sequence
 from repair.purity.check import bow_distance
 
 
-def squeeze(text: str) -> str:
-    """A translation without its whitespace: two translations that differ only in spaces are the same."""
-    return "".join(text.split())
+def squeeze(text: str | None) -> str:
+    """A translation without its whitespace: two translations that differ only in spaces are the same
+    (None, a text with no translation, is the empty text)."""
+    return "".join((text or "").split())
 
 
 def edit_distance(a: str, b: str) -> int:

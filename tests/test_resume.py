@@ -61,7 +61,16 @@ def figures(run_dir: Path) -> dict:
     report = json.loads((run_dir / "report.json").read_text())
     assert isinstance(report.pop("seconds"), dict)
     report.pop("resumed")
-    return json.loads(json.dumps(report).replace(str(run_dir), "RUN"))
+    return untimed(json.loads(json.dumps(report).replace(str(run_dir), "RUN")))
+
+
+def untimed(value):
+    """The figures less every wall-clock measure (keys naming seconds), which no two runs share."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if "seconds" not in k}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
 
 
 def weights(run_dir: Path) -> dict:

@@ -3,7 +3,9 @@
 torch >= 2.6 loads with weights_only=True and refuses fairseq checkpoints because they pickle
 an argparse.Namespace (and, in older ones, a few plain-Python helpers). We allowlist exactly
 those classes, process-wide, so that fairseq's own loading (resuming a training, loading an
-ensemble) works too, and anything else in a pickle is still refused.
+ensemble) works too, and anything else in a pickle is still refused. torch is imported where a
+checkpoint is loaded, not with this module: a run that needs no checkpoint (a cached CTranslate2 model)
+never imports it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,6 @@ import os
 import pickle
 from pathlib import Path
 from typing import Any
-
-import torch
 
 from repair.errors import UserError
 
@@ -43,8 +43,15 @@ def _numpy_globals() -> list[Any]:
     return out
 
 
-FAIRSEQ_SAFE_GLOBALS += _numpy_globals()
-torch.serialization.add_safe_globals(FAIRSEQ_SAFE_GLOBALS)
+def allow_fairseq_globals():
+    """torch, with fairseq's pickled classes allowlisted process-wide (for fairseq's and CTranslate2's own
+    loading of checkpoints too)."""
+    import torch
+
+    if not getattr(allow_fairseq_globals, "done", False):
+        torch.serialization.add_safe_globals(FAIRSEQ_SAFE_GLOBALS + _numpy_globals())
+        allow_fairseq_globals.done = True
+    return torch
 
 
 def _refused(path, e: pickle.UnpicklingError) -> UserError:
@@ -82,6 +89,7 @@ def force_weights_only() -> None:
     whatever the environment says."""
     from fairseq import checkpoint_utils
 
+    allow_fairseq_globals()
     if not isinstance(checkpoint_utils.torch, _WeightsOnlyTorch):
         checkpoint_utils.torch = _WeightsOnlyTorch(checkpoint_utils.torch)
 
@@ -92,6 +100,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     A missing file, a file that is not a checkpoint, or a checkpoint that pickles any object
     outside the allowlist gives a UserError that names the file.
     """
+    torch = allow_fairseq_globals()
     path = Path(path)
     if not path.is_file():
         hint = ""

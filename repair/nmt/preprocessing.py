@@ -5,9 +5,9 @@ dictionary, produced from text by a tokenizer (Moses, plain spaces, ...) and a s
 (SentencePiece, subword-nmt or fastBPE codes), and writes tokens of its target dictionary that
 the same encoders turn back into text. `ModelFiles` names all of it, the way fairseq names it
 (`tokenizer`, `bpe`, `bpe_codes`, `sentencepiece_model`, one set per side), and `Codec` applies
-one side with fairseq's own encoders (`fairseq.data.encoders`: sacremoses, subword-nmt,
-sentencepiece), so that a model is tested and fine-tuned with exactly the preprocessing it was
-trained with.
+one side through the libraries fairseq's encoders call (sacremoses, subword-nmt, sentencepiece,
+fastBPE), called as fairseq calls them but without importing fairseq, so that a model is tested
+and fine-tuned with exactly the preprocessing it was trained with.
 
 Where the files come from (`resolve_model_files`), first found wins, per side and key:
 1. explicit options (`src_tokenizer=` before `tokenizer=`; the same for `bpe`, `bpe_codes`,
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import re
-from argparse import Namespace
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -95,52 +94,106 @@ class ModelFiles:
 
 
 # ----------------------------------------------------------------------------- encoders
+# Each applies its library exactly as fairseq's encoder of the same name does (fairseq.data.encoders:
+# moses_tokenizer, space_tokenizer, subword_nmt_bpe, fastbpe, sentencepiece_bpe), without importing fairseq
+# (and torch with it): tests/test_preprocessing.py compares them with fairseq's own on many texts.
 
 
-def _register_jieba() -> None:
-    """`tokenizer=jieba`: Chinese segmented into words with jieba (the usual step before BPE
-    for Chinese), registered with fairseq's tokenizers so that fairseq's tools can use it too."""
-    from fairseq.data.encoders import TOKENIZER_REGISTRY, register_tokenizer
-    from fairseq.dataclass import FairseqDataclass
+class _Moses:
+    def __init__(self, lang: str):
+        from sacremoses import MosesDetokenizer, MosesTokenizer
 
-    if "jieba" in TOKENIZER_REGISTRY:
-        return
+        self.tok, self.detok = MosesTokenizer(lang), MosesDetokenizer(lang)
 
-    @register_tokenizer("jieba", dataclass=FairseqDataclass)
-    class JiebaTokenizer:  # noqa: F841 - registered by the decorator
-        def __init__(self, *unused):
-            import jieba
+    def encode(self, x: str) -> str:  # fairseq's defaults: dash splits and escaping on
+        return self.tok.tokenize(x, aggressive_dash_splits=True, return_str=True, escape=True)
 
-            jieba.setLogLevel(60)
-            self.jieba = jieba
+    def decode(self, x: str) -> str:
+        return self.detok.detokenize(x.split())
 
-        def encode(self, x: str) -> str:
-            return " ".join(w for w in self.jieba.cut(x) if w.strip())
 
-        def decode(self, x: str) -> str:
-            return detokenize_zh(x)
+class _Space:
+    def __init__(self, lang: str):
+        self.space = re.compile(r"\s+")
+
+    def encode(self, x: str) -> str:
+        return self.space.sub(" ", x)
+
+    def decode(self, x: str) -> str:
+        return x
+
+
+class _Jieba:
+    """`tokenizer=jieba`: Chinese segmented into words with jieba (the usual step before BPE for Chinese)."""
+
+    def __init__(self, lang: str):
+        import jieba
+
+        jieba.setLogLevel(60)
+        self.jieba = jieba
+
+    def encode(self, x: str) -> str:
+        return " ".join(w for w in self.jieba.cut(x) if w.strip())
+
+    def decode(self, x: str) -> str:
+        return detokenize_zh(x)
+
+
+class _SubwordNmt:
+    def __init__(self, codes: str):
+        from subword_nmt.apply_bpe import BPE
+
+        with open(codes, encoding="utf-8") as f:
+            self.bpe = BPE(f, -1, "@@", None, None)
+
+    def encode(self, x: str) -> str:
+        return self.bpe.process_line(x)
+
+    def decode(self, x: str) -> str:
+        return (x + " ").replace("@@ ", "").rstrip()
+
+
+class _FastBpe(_SubwordNmt):
+    def __init__(self, codes: str):
+        import fastBPE
+
+        self.bpe = fastBPE.fastBPE(codes)
+
+    def encode(self, x: str) -> str:
+        return self.bpe.apply([x])[0]
+
+
+class _SentencePiece:
+    def __init__(self, model: str):
+        import sentencepiece
+
+        self.sp = sentencepiece.SentencePieceProcessor()
+        self.sp.Load(model)
+
+    def encode(self, x: str) -> str:
+        return " ".join(self.sp.encode(x, out_type=str))
+
+    def decode(self, x: str) -> str:
+        return x.replace(" ", "").replace("\u2581", " ").strip()
+
+
+TOKENIZER_CLASSES = {"moses": _Moses, "space": _Space, "jieba": _Jieba}
 
 
 class Codec:
-    """One side of a model's preprocessing, applied with fairseq's encoders."""
+    """One side of a model's preprocessing: its tokenizer and subword model, applied as fairseq applies them."""
 
     def __init__(self, side: Side):
-        from fairseq.data import encoders
-
-        _register_jieba()
         self.side = side
-        self.tokenizer = None
-        if side.tokenizer != "none":
-            self.tokenizer = encoders.build_tokenizer(Namespace(
-                tokenizer=side.tokenizer, source_lang=side.lang, target_lang=side.lang,
-                moses_no_dash_splits=False, moses_no_escape=False))
+        self.tokenizer = TOKENIZER_CLASSES[side.tokenizer](side.lang) if side.tokenizer != "none" else None
         self.bpe = None
         try:
             if side.bpe == "sentencepiece":
-                self.bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=side.sentencepiece_model,
-                                                        sentencepiece_enable_sampling=False, sentencepiece_alpha=None))
-            elif side.bpe in ("subword_nmt", "fastbpe"):
-                self.bpe = encoders.build_bpe(Namespace(bpe=side.bpe, bpe_codes=side.bpe_codes, bpe_separator="@@"))
+                self.bpe = _SentencePiece(side.sentencepiece_model)
+            elif side.bpe == "subword_nmt":
+                self.bpe = _SubwordNmt(side.bpe_codes)
+            elif side.bpe == "fastbpe":
+                self.bpe = _FastBpe(side.bpe_codes)
         except ImportError as e:
             raise UserError(f"bpe={side.bpe}: {e}") from None
         except Exception as e:  # a codes file or model the library cannot read
@@ -155,7 +208,7 @@ class Codec:
         if self.bpe is None:
             return texts
         if self.side.bpe == "sentencepiece":
-            # fairseq's SentencepieceBPE.encode, for all texts in one call (a call per text costs more than the encoding)
+            # SentencePiece's encode for all texts in one call (a call per text costs more than the encoding)
             return [" ".join(p) for p in self.bpe.sp.encode(texts, out_type=str)]
         return [self.bpe.encode(t) for t in texts]
 

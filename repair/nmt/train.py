@@ -17,7 +17,7 @@ from typing import Any, Mapping
 from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
-from repair.nmt.checkpoint import force_weights_only, heal_checkpoints  # also allowlists fairseq's classes
+from repair.nmt.checkpoint import force_weights_only, heal_checkpoints
 from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.fairseq_config import fairseq_option_args, training_config
 

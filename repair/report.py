@@ -68,6 +68,8 @@ def cycle_summary(c: dict, threshold) -> dict:
         "review_notes": review.get("notes") or {},
         "corrections": len(c["corrections"]),
     }
+    if test["summary"].get("translator"):  # the translator tested and, for CTranslate2, its measured fidelity
+        out["translator"] = test["summary"]["translator"]
     if "slice" in c:
         idx = c["slice"]
         out["tested"] = {"sentences": len(idx), "lines": f"{idx[0] + 1}-{idx[-1] + 1}" if idx else None}

@@ -55,6 +55,9 @@ def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
     assert {"config.json", "model.bin", MARKER} <= {p.name for p in folder.iterdir()}
     marker = json.loads((folder / MARKER).read_text())
     assert set(marker["from"]) == {"checkpoint", "src_dict", "tgt_dict"}
+    # what the translator needs of the checkpoint, so that a cached conversion never loads it
+    assert marker["checkpoint"]["model"]["max_source_positions"] == ct2.max_source_positions > 0
+    assert marker["checkpoint"]["task"] == {"source_lang": "en", "target_lang": "zh"}
     out = ct2.translate(texts())
     assert out == fairseq_out
     assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
@@ -73,16 +76,85 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
     assert sum(a != b for a, b in zip(fairseq, fairseq_out)) >= 10  # many cut by the cap
 
 
-def test_int8_translates(files, fairseq_out):
-    ct2 = CTranslate2Translator(files=files, **OPTIONS)
-    assert ct2.compute_type == "int8"  # the CPU default
+def test_int8_translates(files, fairseq_out, caplog):
+    with caplog.at_level(logging.INFO):
+        ct2 = CTranslate2Translator(files=files, compute_type="int8", **OPTIONS)
+        out = ct2.translate(texts())
+    assert ct2.compute_type == "int8"
     # fairseq's end at the output cap (a second search) only where the translations are to be fairseq's
-    assert not ct2.fairseq_cap and CTranslate2Translator(files=files, fairseq_cap=True, **OPTIONS).fairseq_cap
+    assert not ct2.fairseq_cap and CTranslate2Translator(files=files, compute_type="int8", fairseq_cap=True,
+                                                         **OPTIONS).fairseq_cap
     assert CTranslate2Translator(files=files, compute_type="float32", **OPTIONS).fairseq_cap
-    out = ct2.translate(texts())
     # int8's agreement with fairseq depends on the CPU's int8 kernels: only what holds on any machine here
     assert len(out) == len(fairseq_out) and out[60] == ""
     assert all(isinstance(o, str) for o in out)
+    fidelity = ct2.fidelity
+    assert fidelity["checked"] and fidelity["compute_type"] == "int8" and fidelity["chosen"].startswith("given")
+    # a compute type given below the bar runs, with a warning giving its agreement
+    below = fidelity["identical"] < fidelity["min_identical"]
+    assert ("below translator.min_identical=0.98" in caplog.text) == below
+    assert f"{100 * fidelity['identical']:.1f}% of {fidelity['sample']} sample translations" in caplog.text
+
+
+def test_fidelity_is_measured_once_and_chooses_the_fastest_at_the_bar(files, fairseq_out, caplog):
+    options = {**OPTIONS, "max_len": 30}  # settings of their own: measured here, on the first texts translated
+    with caplog.at_level(logging.INFO):
+        ct2 = CTranslate2Translator(files=files, **options)
+        assert ct2.compute_type is None and ct2.fidelity is None  # not known before the first texts
+        out = ct2.translate(texts())
+    assert "fidelity of" in caplog.text
+    fidelity = ct2.fidelity
+    measured = fidelity["candidates"]
+    assert list(measured) == ct2.candidates() and {"int8", "float32"} <= set(measured)
+    from repair.data.prepare import clean_text
+
+    assert fidelity["sample"] == len({clean_text(t) for t in texts()} - {""})  # the first call's texts (at most 200)
+    assert all(0 <= m["identical"] <= 1 and 0 <= m["bleu"] <= 100 for m in measured.values())
+    passing = [c for c in ct2.candidates() if measured[c]["identical"] >= 0.98]
+    if passing:  # the fastest at or above the bar (float32 gives fairseq's translations: one always is, here)
+        assert ct2.compute_type == passing[0] and fidelity["identical"] >= 0.98
+    assert out == CTranslate2Translator(files=files, compute_type=ct2.compute_type, **options).translate(texts())
+    # kept beside the conversion: the next translator uses it, loading neither fairseq nor the checkpoint
+    marker = json.loads((cache_folder(files.checkpoint) / MARKER).read_text())
+    assert marker["fidelity"][ct2.fidelity_key]["candidates"] == measured
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        again = CTranslate2Translator(files=files, **options)
+    assert again.compute_type == ct2.compute_type and again.fidelity == fidelity
+    assert "fidelity of" not in caplog.text
+    # a bar nothing misses: the first candidate; a bar above all: the closest, with a warning
+    assert CTranslate2Translator(files=files, min_identical=0.0, **options).compute_type == ct2.candidates()[0]
+    best = max(m["identical"] for m in measured.values())
+    strict = CTranslate2Translator(files=files, min_identical=1.0, **options)
+    assert strict.fidelity["identical"] == best
+    with pytest.raises(UserError, match="min_identical=2"):
+        CTranslate2Translator(files=files, min_identical=2, **options)
+
+
+def test_a_cached_conversion_imports_neither_fairseq_nor_torch(files, data_dir, tmp_path):  # noqa: F811
+    """repair.purity with translator=ctranslate2 and its conversion cached (fidelity measured): the checkpoint
+    is not loaded (torch is never imported), the preprocessing is applied without fairseq, spaCy parses without torch."""
+    CTranslate2Translator(files=files, sample=texts(), **OPTIONS)  # converted, fidelity measured
+    sentences = [en for en, _ in corpus.pairs(12, seed=21)]
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    argv = ["repair.purity", f"input={tmp_path / 'sentences.txt'}", "parser=spacy", "translator=ctranslate2",
+            f"translator.checkpoint={files.checkpoint}", f"translator.data_dir={data_dir}", "translator.beam=4",
+            "translator.threads=1", "translator.max_tokens=300", "suggest.enabled=false", f"out={tmp_path / 'run'}"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    # the modules loaded when the run ends: python -m repair.purity, with a look at sys.modules at exit
+    code = ("import atexit, runpy, sys\n"
+            "atexit.register(lambda: print('LOADED', sorted({m.split('.')[0] for m in sys.modules if sys.modules[m]})))\n"
+            f"sys.argv = {argv!r}\nrunpy.run_module('repair.purity', run_name='__main__', alter_sys=True)")
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    loaded = set(json.loads(result.stdout.split("LOADED ", 1)[1].replace("'", '"')))
+    assert {"spacy", "ctranslate2", "sentencepiece", "repair"} <= loaded  # what the run uses ...
+    assert not loaded & {"torch", "fairseq"}  # ... and nothing it does not
+    assert "(cached)" in result.stdout + result.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    fidelity = summary["translator"]["fidelity"]
+    assert fidelity["checked"] and summary["translator"]["compute_type"] == fidelity["compute_type"]
+    assert set(fidelity["candidates"]) >= {"int8", "float32"} and 0 <= fidelity["identical"] <= 1
 
 
 def test_the_converted_cache_is_reused(files, caplog):
@@ -185,15 +257,17 @@ def test_the_loop_builds_a_ctranslate2_translator_per_model(files, tmp_path):
     translators = Translators(OmegaConf.to_container(OmegaConf.load(REPO / "conf" / "translator" / "ctranslate2.yaml")),
                               device="cpu", threads=1)
     base = translators(files)
-    assert isinstance(base, CTranslate2Translator) and base.threads == 1 and base.compute_type == "int8"
-    assert base.model_path == cache_folder(files.checkpoint)
+    assert isinstance(base, CTranslate2Translator) and base.threads == 1
+    assert base.model_path == cache_folder(files.checkpoint) and base.min_identical == 0.98
 
 
 def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, tmp_path):
     """A model converted beforehand, with its SentencePiece models beside it as OPUS-MT folders have them."""
     import ctranslate2
 
-    import repair.nmt.checkpoint  # noqa: F401 - the converter loads the checkpoint with torch's weights-only unpickler
+    from repair.nmt.checkpoint import allow_fairseq_globals
+
+    allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
 
     data = tmp_path / "dicts"
     data.mkdir()
@@ -219,6 +293,7 @@ def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, t
     assert sum(t == r for (_, t), r in zip(rows, reference)) >= 0.95 * len(rows)
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["settings"]["translator"] == "ctranslate2"
+    assert summary["translator"]["fidelity"]["checked"] is False and "converted elsewhere" in result.stdout + result.stderr
     assert "no fairseq checkpoint" in summary["suggestions"]["skipped"]  # a converted model alone: none searched
     # The same folder without its SentencePiece models: one error that says what to add.
     (model / "source.spm").unlink()

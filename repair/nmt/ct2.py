@@ -16,6 +16,19 @@ of every file of the converted model. A cache whose checkpoint or dictionaries c
 written over the checkpoint) is stale, one whose files do not match their hashes (or that has no
 marker: a conversion that was stopped) is corrupt; either is converted again, with a log line,
 never used. Conversion writes into a temporary folder beside the cache and renames it into place.
+The marker also keeps what the translator reads from the checkpoint (its languages, recorded
+preprocessing and source positions), so that a cached conversion is used without loading the
+checkpoint (nor importing torch or fairseq), and the fidelity measured for it (`check_fidelity`).
+
+Fidelity: CTranslate2's compute types other than float32 change a model's arithmetic (int8, int16
+quantize its weights), and how many translations change depends on the model and on the CPU's
+kernels. So once per cached conversion (and device and decoding settings) a sample of texts (`sample`,
+or the first call's first SAMPLE texts) is translated with fairseq and with each candidate compute type
+(CPU: int8, int16 where the CPU offers it, float32; GPU: int8_float16, float16, float32); each one's
+share of translations identical to fairseq's and BLEU against them (sacrebleu, tok zh) are kept in the
+marker. Unless `compute_type` is given, the fastest candidate with at least `min_identical` identical
+is used; a `compute_type` given below that bar is used with a warning giving its agreement. A model
+given by `model_dir` (converted elsewhere, no fairseq checkpoint) runs as converted, its fidelity unchecked.
 """
 
 from __future__ import annotations
@@ -38,6 +51,10 @@ from repair.nmt.base import Translator
 logger = logging.getLogger(__name__)
 
 MARKER = "converted.json"
+MARKER_FORMAT = 2  # 2: the checkpoint's facts and the fidelity records kept in the marker
+SAMPLE = 200  # texts translated by fairseq and each compute type to measure their agreement
+# compute types tried, fastest first; each used only where CTranslate2 offers it on the device
+CANDIDATES = {"cpu": ("int8", "int16", "float32"), "cuda": ("int8_float16", "float16", "float32")}
 # What a converted model folder holds (ct2-transformers-converter, ct2-fairseq-converter).
 CT2_FILES = ("config.json", "model.bin")
 # The SentencePiece models OPUS-MT folders ship (copied beside a converted model with --copy_files).
@@ -91,6 +108,8 @@ def cache_problem(folder: Path, sources: dict) -> str | None:
         converted_from, hashes = saved["from"], saved["files"]
     except (ValueError, KeyError, TypeError) as e:
         return f"corrupt (unreadable {MARKER}: {e})"
+    if saved.get("format") != MARKER_FORMAT:
+        return "stale (converted by an earlier version, without the checkpoint's facts)"
     if converted_from != sources:
         changed = [k for k in sources if converted_from.get(k) != sources[k]]
         return f"stale ({', '.join(changed)} changed since it was converted)"
@@ -108,8 +127,6 @@ def cache_problem(folder: Path, sources: dict) -> str | None:
 def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = None) -> Path:
     """The CTranslate2 model of a fairseq checkpoint: the valid cache, or a fresh conversion."""
     ctranslate2 = _import_ctranslate2()
-    import repair.nmt.checkpoint  # noqa: F401 - allowlists fairseq's pickled classes for the converter's torch.load
-
     folder = cache_folder(files.checkpoint, cache_dir)
     sources = _source_hashes(files)
     problem = cache_problem(folder, sources)
@@ -118,6 +135,11 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
         return folder
     if problem != "missing":
         logger.warning("CTranslate2 cache %s is %s: converting again", folder, problem)
+    from repair.nmt.checkpoint import allow_fairseq_globals, checkpoint_cfg, load_checkpoint
+    from repair.nmt.preprocessing import checkpoint_facts
+
+    allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
+    facts = checkpoint_facts(checkpoint_cfg(load_checkpoint(files.checkpoint)))
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
@@ -141,8 +163,9 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
                                 f"({type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}). "
                                 f"Test it with translator=fairseq instead") from None
         model = tmp / "model"
-        marker = {"from": sources, "ctranslate2": ctranslate2.__version__,
-                  "files": {p.name: file_sha256(p) for p in sorted(model.iterdir()) if p.is_file()}}
+        marker = {"format": MARKER_FORMAT, "from": sources, "ctranslate2": ctranslate2.__version__,
+                  "files": {p.name: file_sha256(p) for p in sorted(model.iterdir()) if p.is_file()},
+                  "checkpoint": facts, "fidelity": {}}
         from repair.fileio import write_json_atomic
 
         write_json_atomic(model / MARKER, marker)  # last: a folder without it is an unfinished conversion
@@ -155,6 +178,45 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
         shutil.rmtree(tmp, ignore_errors=True)
     logger.info("converted %s with CTranslate2 %s into %s", files.checkpoint, ctranslate2.__version__, folder)
     return folder
+
+
+def read_marker(folder: Path) -> dict:
+    return json.loads((folder / MARKER).read_text(encoding="utf-8"))
+
+
+def cached_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None,
+                       cache_dir: str | os.PathLike | None, preprocessing: dict) -> ModelFiles | None:
+    """The model's files resolved with the checkpoint's facts kept in its converted cache (None: no usable
+    cache), without loading the checkpoint; the cache is then checked against the files' hashes as always."""
+    from repair.nmt.preprocessing import checkpoint_path, resolve_model_files
+
+    path = checkpoint_path(checkpoint)
+    marker = cache_folder(path, cache_dir) / MARKER
+    try:
+        facts = json.loads(marker.read_text(encoding="utf-8"))["checkpoint"] if path.is_file() else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(facts, dict):
+        return None
+    return resolve_model_files(checkpoint, data_dir, facts, **preprocessing)
+
+
+def save_fidelity(folder: Path, key: str, record: dict) -> None:
+    """A fidelity record into the marker (the converted files and their hashes unchanged)."""
+    from repair.fileio import write_json_atomic
+
+    marker = read_marker(folder)
+    marker.setdefault("fidelity", {})[key] = record
+    write_json_atomic(folder / MARKER, marker)
+
+
+def agreement(outputs: Sequence[str], reference: Sequence[str]) -> dict:
+    """Share of identical translations and BLEU against the reference's (sacrebleu, tok zh)."""
+    import sacrebleu
+
+    same = sum(a == b for a, b in zip(outputs, reference))
+    return {"identical": round(same / max(1, len(reference)), 4),
+            "bleu": round(sacrebleu.corpus_bleu(list(outputs), [list(reference)], tokenize="zh").score, 2)}
 
 
 def _reasons(error: ValueError) -> str:
@@ -216,9 +278,11 @@ class CTranslate2Translator(Translator):
     `checkpoint` (a fairseq checkpoint file or model folder, with `data_dir` and the preprocessing
     options as for translator=fairseq) or resolved `files` is converted once and cached (see the
     module doc); `model_dir` is a model already converted, tested as it is. `compute_type`: None
-    means int8 on CPU and float16 on GPU; any type CTranslate2 offers on the device (float32 gives
-    fairseq's translations). `max_tokens`: source tokens per batch. `threads` CPU cores, shared out as
-    `workers` batches translated at once (default on CPU: one per core, of one thread each).
+    means the fastest whose translations agree with fairseq's on at least `min_identical` of a sample
+    (`sample`, else the first call's texts; see the module doc); any type CTranslate2 offers on the
+    device. `max_tokens`: source tokens per batch. `threads` CPU cores, shared out as `workers`
+    batches translated at once (default on CPU: one per core, of one thread each). `fidelity` says
+    what was measured and chosen (None until it is known).
     """
 
     name = "ctranslate2"
@@ -240,6 +304,8 @@ class CTranslate2Translator(Translator):
         max_len_b: int = 10,
         len_penalty: float = 1.0,
         compute_type: str | None = None,
+        min_identical: float = 0.98,
+        sample: Sequence[str] | None = None,
         device: str = "auto",
         threads: int | None = None,
         workers: int | None = None,
@@ -249,8 +315,11 @@ class CTranslate2Translator(Translator):
         ctranslate2 = _import_ctranslate2()
         if beam < 1 or max_tokens < 1 or max_len < 1:
             raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be positive")
+        if not 0 <= float(min_identical) <= 1:
+            raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
         self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
         self.max_len_a, self.max_len_b, self.len_penalty = float(max_len_a), int(max_len_b), float(len_penalty)
+        self.min_identical, self._fairseq_cap = float(min_identical), fairseq_cap
         self.source_prefix = source_prefix.split() if source_prefix else []
         preprocessing = given_preprocessing(files, preprocessing)
         sources = [k for k, v in (("checkpoint", checkpoint), ("files", files), ("model_dir", model_dir)) if v]
@@ -262,46 +331,139 @@ class CTranslate2Translator(Translator):
                             f"(given: {', '.join(sources)})")
         if model_dir:
             files = model_dir_files(model_dir, **preprocessing)
-            path, self.max_source_positions = Path(model_dir), None
+            path, self.max_source_positions, marker = Path(model_dir), None, None
         else:
+            if files is None:  # a cached conversion keeps what is needed of the checkpoint: it is not loaded
+                files = cached_model_files(checkpoint, data_dir, cache_dir, preprocessing)
             if files is None:
                 from repair.nmt.translator import load_model_files
 
                 files = load_model_files(checkpoint, data_dir, **preprocessing)
             path = convert_checkpoint(files, cache_dir)
-            self.max_source_positions = _max_source_positions(files.checkpoint)
+            marker = read_marker(path)
+            self.max_source_positions = int(marker["checkpoint"]["model"]["max_source_positions"])
         self.files, self.model_path = files, path
         self.checkpoint = files.checkpoint
         self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
+        self._read_config(path)
+        self._place(ctranslate2, device, threads, workers, compute_type)
+        self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
+        if marker is None:  # converted elsewhere: nothing to compare with
+            self.fidelity = {"checked": False, "compute_type": compute_type or "default",
+                             "why": "translator.model_dir: a model converted elsewhere, no fairseq checkpoint to "
+                                    "compare its translations with"}
+            logger.warning("CTranslate2 model %s: fidelity unchecked (%s)", path, self.fidelity["why"])
+            self._load(compute_type or "default")
+        elif self.fidelity_key in marker.get("fidelity", {}):
+            self._use(marker["fidelity"][self.fidelity_key])
+        elif sample is not None:
+            self._use(self.check_fidelity(sample))
+        else:  # measured on the first texts translated
+            self._pending = True
+            if compute_type:
+                self._load(compute_type)
 
+    def _place(self, ctranslate2, device: str, threads: int | None, workers: int | None,
+               compute_type: str | None) -> None:
+        """Device, compute types offered there, workers and threads."""
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         if device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
             raise UserError(f"translator device={device}, but CTranslate2 sees no CUDA device")
-        kind, _, index = device.partition(":")
         self.device = device
-        self.compute_type = compute_type or ("float16" if kind == "cuda" else "int8")
-        # fairseq's end of the search at the output cap costs a second search of the texts that reach it; worth it
-        # where the translations are to be fairseq's (float32), not where the weights are approximate anyway
-        self.fairseq_cap = self.compute_type == "float32" if fairseq_cap is None else bool(fairseq_cap)
-        supported = ctranslate2.get_supported_compute_types(kind)
-        if self.compute_type not in supported and self.compute_type not in ("default", "auto"):
-            raise UserError(f"translator.compute_type={self.compute_type}: not offered on {kind} "
-                            f"(offered: {', '.join(sorted(supported))})")
+        self.kind, _, index = device.partition(":")
+        self._index = int(index or 0)
+        self.supported = ctranslate2.get_supported_compute_types(self.kind)
+        if compute_type and compute_type not in self.supported and compute_type not in ("default", "auto"):
+            raise UserError(f"translator.compute_type={compute_type}: not offered on {self.kind} "
+                            f"(offered: {', '.join(sorted(self.supported))})")
+        self._explicit = compute_type
         if workers is not None and int(workers) < 1:
             raise UserError(f"translator: workers ({workers}) must be at least 1")
         cores = int(threads) if threads else (os.cpu_count() or 1)
         # On CPU one thread per batch, as many batches at once as cores (on 2 cores, 2 workers of one thread
         # translated 3x as fast as one of two threads: README); on GPU one batch at a time.
-        self.workers = int(workers) if workers else (cores if kind == "cpu" else 1)
+        self.workers = int(workers) if workers else (cores if self.kind == "cpu" else 1)
         self.threads = max(1, cores // self.workers)
+
+    def _load(self, compute_type: str) -> None:
+        import ctranslate2
+
         try:
             self.model = ctranslate2.Translator(
-                str(path), device=kind, device_index=int(index or 0), compute_type=self.compute_type,
-                inter_threads=self.workers, intra_threads=self.threads if kind == "cpu" else 0)
+                str(self.model_path), device=self.kind, device_index=self._index, compute_type=compute_type,
+                inter_threads=self.workers, intra_threads=self.threads if self.kind == "cpu" else 0)
         except (RuntimeError, ValueError) as e:
-            raise UserError(f"{path}: CTranslate2 cannot load this model ({str(e).splitlines()[0][:300]})") from None
-        self._read_config(path)
+            raise UserError(f"{self.model_path}: CTranslate2 cannot load this model "
+                            f"({str(e).splitlines()[0][:300]})") from None
+        self.compute_type = compute_type
+        # fairseq's end of the search at the output cap costs a second search of the texts that reach it; worth it
+        # where the translations are to be fairseq's (float32), not where the weights are approximate anyway
+        self.fairseq_cap = compute_type == "float32" if self._fairseq_cap is None else bool(self._fairseq_cap)
+
+    # ------------------------------------------------------------------ fidelity
+
+    @property
+    def fidelity_key(self) -> str:
+        """What a fidelity record holds for: the device and the decoding settings."""
+        return (f"{self.kind} beam={self.beam} len_penalty={self.len_penalty} max_len={self.max_len} "
+                f"max_len_a={self.max_len_a} max_len_b={self.max_len_b} fairseq_cap={self._fairseq_cap}")
+
+    def candidates(self) -> list[str]:
+        return [c for c in CANDIDATES.get(self.kind, ("float32",)) if c in self.supported]
+
+    def check_fidelity(self, texts: Sequence[str]) -> dict:
+        """Up to SAMPLE of `texts` translated with fairseq (float32, the same decoding settings) and with each
+        candidate compute type; their agreement, kept in the converted model's marker and returned."""
+        import time
+
+        from repair.nmt.translator import FairseqTranslator
+
+        sample = [t for t in dict.fromkeys(clean_text(t or "") for t in texts) if t][:SAMPLE]
+        logger.info("fidelity of %s's compute types: %d texts with fairseq and %s", self.model_path, len(sample),
+                    ", ".join(self.candidates()))
+        fairseq = FairseqTranslator(files=self.files, beam=self.beam, max_len=self.max_len, max_len_a=self.max_len_a,
+                                    max_len_b=self.max_len_b, len_penalty=self.len_penalty, device=self.kind,
+                                    fp16=False, threads=self.workers * self.threads)
+        reference = fairseq.translate(sample)
+        del fairseq
+        results = {}
+        for compute_type in self.candidates():
+            self._load(compute_type)
+            start = time.perf_counter()
+            outputs = self._translate(sample)
+            results[compute_type] = {**agreement(outputs, reference), "seconds": round(time.perf_counter() - start, 3)}
+        record = {"sample": len(sample), "reference": f"fairseq float32 on {self.kind}", "candidates": results}
+        save_fidelity(self.model_path, self.fidelity_key, record)
+        return record
+
+    def _use(self, record: dict) -> None:
+        """The compute type to use, from a fidelity record: the one given, else the fastest at or above the bar."""
+        measured = record["candidates"]
+        if self._explicit:
+            compute_type, how = self._explicit, "given (translator.compute_type)"
+        else:
+            passing = [c for c in self.candidates() if c in measured and measured[c]["identical"] >= self.min_identical]
+            compute_type = passing[0] if passing else max(measured, key=lambda c: measured[c]["identical"])
+            how = "the fastest at or above translator.min_identical" if passing else "none reached min_identical: the closest"
+        figures = measured.get(compute_type)
+        self.fidelity = {"checked": figures is not None, "compute_type": compute_type, "chosen": how,
+                         "min_identical": self.min_identical, "sample": record["sample"],
+                         **({"identical": figures["identical"], "bleu_vs_fairseq": figures["bleu"]} if figures else {}),
+                         "candidates": measured}
+        if figures is None:
+            logger.warning("CTranslate2 compute type %s: fidelity unchecked (measured: %s)", compute_type,
+                           ", ".join(measured))
+        else:
+            below = figures["identical"] < self.min_identical
+            (logger.warning if below else logger.info)(
+                "CTranslate2 compute type %s (%s): %.1f%% of %d sample translations identical to fairseq's, BLEU %.1f "
+                "against them%s", compute_type, how, 100 * figures["identical"], record["sample"], figures["bleu"],
+                f"; below translator.min_identical={self.min_identical}" if below else "")
+        self._load(compute_type)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "compute_type": self.compute_type, "fidelity": self.fidelity}
 
     def _read_config(self, path: Path) -> None:
         """The tokens left out of a translation, and the end token (given to sources that lack it), from the
@@ -330,6 +492,12 @@ class CTranslate2Translator(Translator):
     def translate(self, texts: list[str]) -> list[str]:
         if isinstance(texts, str):
             raise TypeError("translate() takes a list of texts")
+        if self._pending and any(clean_text(t or "") for t in texts):  # the first texts are the sample
+            self._pending = False
+            self._use(self.check_fidelity(texts))
+        return self._translate(texts)
+
+    def _translate(self, texts: Sequence[str]) -> list[str]:
         out = [""] * len(texts)
         cleaned = [clean_text(t or "") for t in texts]
         todo = [i for i, t in enumerate(cleaned) if t]
@@ -498,12 +666,3 @@ class _NoResult:
 
     def result(self) -> "_NoResult":
         return self
-
-
-def _max_source_positions(checkpoint: str) -> int:
-    from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
-
-    cfg = checkpoint_cfg(load_checkpoint(checkpoint))
-    model = cfg.get("model")
-    value = getattr(model, "max_source_positions", None) if model is not None else None
-    return int(value or 1024)

@@ -284,6 +284,21 @@ def _cfg_get(cfg: Any, *keys: str) -> Any:
     return cfg
 
 
+def checkpoint_facts(cfg: Any) -> dict:
+    """What `resolve_model_files` and the translators read from a checkpoint's configuration, as plain values
+    in the same layout (kept beside a converted model, so that using it never loads the checkpoint)."""
+    def text(*keys: str) -> str | None:
+        value = _cfg_get(cfg, *keys)
+        return value if isinstance(value, str) and value not in ("", "???") else None
+
+    positions = _cfg_get(cfg, "model", "max_source_positions")
+    return {"task": {"source_lang": text("task", "source_lang"), "target_lang": text("task", "target_lang")},
+            "tokenizer": {"_name": text("tokenizer", "_name") or text("tokenizer")},
+            "bpe": {"_name": text("bpe", "_name") or text("bpe"), "bpe_codes": text("bpe", "bpe_codes"),
+                    "sentencepiece_model": text("bpe", "sentencepiece_model")},
+            "model": {"max_source_positions": int(positions or 1024)}}
+
+
 def checkpoint_langs(cfg: Any) -> tuple[str, str]:
     return (_cfg_get(cfg, "task", "source_lang") or "en", _cfg_get(cfg, "task", "target_lang") or "zh")
 

@@ -36,9 +36,22 @@ def summary_table(summary: dict) -> str:
         ("pairs skipped (Latin letters)", summary["skipped_pairs"]),
         *((f"issues at d > {d}", n) for d, n in summary["issues"].items()),
         *((f"seconds: {stage.replace('_', ' ')}", f"{s:.2f}") for stage, s in seconds.items()),
+        *fidelity_rows(summary.get("translator") or {}),
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
+
+
+def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
+    """The compute type a CTranslate2 translator used and how its translations agree with fairseq's."""
+    fidelity = translator.get("fidelity")
+    if not fidelity:
+        return []
+    if not fidelity.get("checked"):
+        return [("compute type", f"{fidelity['compute_type']} (fidelity unchecked)")]
+    return [("compute type", f"{fidelity['compute_type']} ({fidelity['chosen']})"),
+            ("identical to fairseq (sample)", f"{fidelity['identical']:.1%} of {fidelity['sample']}, "
+                                              f"BLEU {fidelity['bleu_vs_fairseq']:.1f}")]
 
 
 @exit_on_user_error

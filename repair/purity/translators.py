@@ -21,6 +21,10 @@ class Translator(ABC):
     def translate(self, texts: list[str]) -> list[str]:
         ...
 
+    def describe(self) -> dict:
+        """What a run's summary says of the translator (a translator may add its settings and checks)."""
+        return {"name": self.name}
+
 
 class MissingTranslations(UserError):
     """Some texts have no translation yet; `missing` lists them, in the order asked."""

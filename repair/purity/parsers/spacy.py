@@ -36,9 +36,29 @@ NON_GROWING_DEPS = {"punct", "cc", "preconj"}
 APOSTROPHES = {"'", "\u2019"}
 
 
+def import_spacy():
+    """spaCy, without importing torch where nothing has yet: spaCy's pipelines of this project parse with
+    thinc's own CPU ops, but thinc.compat imports torch whenever it is installed (over 2 s of a start-up
+    on 2 cores). thinc.compat is imported first with torch hidden, so it records torch as absent for this
+    process (its PyTorch wrappers are left out, which these pipelines do not use); a process that already
+    imported torch keeps it."""
+    import sys
+
+    if "thinc.compat" not in sys.modules and "torch" not in sys.modules:
+        sys.modules["torch"] = None  # type: ignore[assignment]  # an import of torch now raises ImportError
+        try:
+            import thinc.compat  # noqa: F401
+        finally:
+            if sys.modules.get("torch", 0) is None:
+                del sys.modules["torch"]
+    import spacy
+
+    return spacy
+
+
 def load_spacy(model: str, exclude: tuple[str, ...] = UNUSED_COMPONENTS):
     """Load a spaCy pipeline by package name or path; a missing one is a UserError."""
-    import spacy
+    spacy = import_spacy()
 
     try:
         return spacy.load(model, exclude=list(exclude))
@@ -186,12 +206,12 @@ class SpacyParser(Parser):
     name = "spacy"
 
     def __init__(self, model: str = DEFAULT_MODEL, batch_size: int = 64):
+        self.nlp = load_spacy(model)
         from spacy.tokens import Doc
 
         self._doc_class = Doc
         self.model = model
         self.batch_size = int(batch_size)
-        self.nlp = load_spacy(model)
         if "parser" not in self.nlp.pipe_names:
             raise UserError(f"spaCy model {model!r} has no dependency parser (components: "
                             f"{', '.join(self.nlp.pipe_names)}); {INSTALL_HINT}")

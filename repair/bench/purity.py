@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workdir", type=Path, default=Path("/tmp/repair-bench-translate"))
     p.add_argument("--source", type=Path, default=TATOEBA, help="Tatoeba cmn.txt, to build the default model")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    p.add_argument("--compute-type", default=None, help="CTranslate2 compute type (default: float16 on GPU, int8 on CPU)")
+    p.add_argument("--compute-type", default=None, help="CTranslate2 compute type (default: the fastest whose "
+                   "translations are at least 98%% fairseq's, measured once per conversion)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--parser", default="spacy")
@@ -50,7 +51,8 @@ def main(argv: list[str] | None = None) -> None:
     from repair.nmt.ct2 import convert_checkpoint
     from repair.nmt.translator import load_model_files
     from repair.purity.parsers import make_parser
-    from repair.purity.run import run_purity
+    from repair.purity.run import TRANSLATIONS, run_purity
+    from repair.purity.translators import read_table
     from repair.nmt.backends import make_translator
 
     if args.checkpoint is None:
@@ -60,14 +62,17 @@ def main(argv: list[str] | None = None) -> None:
     else:
         checkpoint, data_dir = args.checkpoint, args.data_dir
     files = load_model_files(checkpoint, data_dir)
+    options = {"beam": args.beam, "device": args.device, "threads": args.threads}
     start = time.perf_counter()
     convert_checkpoint(files)
+    # the fidelity check of a new conversion (once; the first sentences as its sample), before the runs
+    make_translator({"name": "ctranslate2", "compute_type": args.compute_type, **options}, files=files,
+                    sample=sentences)
     convert_seconds = time.perf_counter() - start
     start = time.perf_counter()
     parser = make_parser({"name": args.parser})
     parser_seconds = time.perf_counter() - start
 
-    options = {"beam": args.beam, "device": args.device, "threads": args.threads}
     backends = {"fairseq": {"name": "fairseq"},
                 "ctranslate2": {"name": "ctranslate2", "compute_type": args.compute_type}}
     results: dict = {}
@@ -79,8 +84,11 @@ def main(argv: list[str] | None = None) -> None:
         precision = "fp16" if getattr(translator, "fp16", False) else getattr(translator, "compute_type", "float32")
         results[name] = {"precision": precision, "device": str(translator.device), "texts": summary["texts"],
                          "characters": summary["characters_translated"], "seconds": summary["seconds"],
-                         "issues": summary["issues"]}
+                         "issues": summary["issues"], "translator": summary["translator"]}
         del translator
+    outputs = {name: read_table(args.out / name / TRANSLATIONS, empty_ok=True) for name in results}
+    same = [outputs["ctranslate2"].get(t) == u for t, u in outputs["fairseq"].items()]
+    results["ctranslate2"]["identical_to_fairseq"] = round(sum(same) / max(1, len(same)), 4)
     table = [("", *results), ("precision", *(r["precision"] for r in results.values())),
              ("device", *(r["device"] for r in results.values())),
              ("texts translated", *(r["texts"] for r in results.values())),
@@ -89,7 +97,9 @@ def main(argv: list[str] | None = None) -> None:
         table.append((f"seconds: {stage.replace('_', ' ')}", *(f"{r['seconds'][stage]:.2f}" for r in results.values())))
     for row in table:
         print(f"{row[0]:<28}" + "".join(f"{str(v):>14}" for v in row[1:]))
-    print(f"(parser {args.parser} loaded once in {parser_seconds:.1f} s; CTranslate2 conversion {convert_seconds:.1f} s, "
-          f"before the runs)")
+    print(f"CTranslate2's translations identical to fairseq's: {results['ctranslate2']['identical_to_fairseq']:.1%} "
+          f"of {len(same)} texts")
+    print(f"(parser {args.parser} loaded once in {parser_seconds:.1f} s; CTranslate2 conversion and fidelity check "
+          f"{convert_seconds:.1f} s, before the runs)")
     print(json.dumps({"benchmark": "purity", "sentences": len(sentences), "checkpoint": str(checkpoint),
                       "conversion_s": round(convert_seconds, 2), "backends": results}))

@@ -205,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
                    help="compare backends instead, batched, on the same texts: fairseq,ctranslate2[:COMPUTE_TYPE],... "
                         "(ctranslate2 alone: --compute-type)")
     p.add_argument("--compute-type", default=None,
-                   help="CTranslate2 compute type for a backend without one (default: int8 on CPU, float16 on GPU)")
+                   help="CTranslate2 compute type for a backend without one (default: the fastest whose translations "
+                        "are at least 98%% fairseq's, measured once per conversion)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
 
@@ -268,7 +269,7 @@ def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:
         else:
             t = CTranslate2Translator(files=files, beam=args.beam, max_tokens=args.max_tokens, max_len=args.max_len,
                                       compute_type=compute, device=args.device, threads=args.threads,
-                                      workers=args.workers)
+                                      workers=args.workers, sample=texts)  # fidelity measured here, if not yet
             name = f"ctranslate2:{t.compute_type}"
         t.translate(texts[:8])  # warm-up
         translators[name] = t

@@ -81,7 +81,8 @@ def fairseq_interactive(hub: Path, texts: list[str], beam: int) -> list[str]:
             "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(hub / "bpecodes"),
             "--beam", str(beam), "--max-len-a", "0", "--max-len-b", "200", "--batch-size", "50", "--buffer-size", "50",
             "--cpu", "--num-workers", "0"]
-    code = ("import sys, repair.nmt.checkpoint; from fairseq_cli.interactive import cli_main; "
+    code = ("import sys; from repair.nmt.checkpoint import allow_fairseq_globals; allow_fairseq_globals(); "
+            "from fairseq_cli.interactive import cli_main; "
             "sys.argv = ['fairseq-interactive'] + sys.argv[1:]; cli_main()")
     result = subprocess.run([sys.executable, "-c", code, *args], input="".join(t + "\n" for t in texts),
                             capture_output=True, text=True, timeout=1200, env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})

@@ -52,8 +52,7 @@ def main(argv: list[str] | None = None) -> None:
     from repair.nmt.translator import load_model_files
     from repair.purity.parsers import make_parser
     from repair.purity.run import TRANSLATIONS, run_purity
-    from repair.purity.translators import read_table
-    from repair.nmt.backends import make_translator
+    from repair.purity.translators import make_translator, read_table
 
     if args.checkpoint is None:
         from repair.bench.translate import build_model

@@ -127,12 +127,14 @@ class _Jieba:
     """`tokenizer=jieba`: Chinese segmented into words with jieba (the usual step before BPE for Chinese)."""
 
     def __init__(self, lang: str):
-        import jieba
-
-        jieba.setLogLevel(60)
-        self.jieba = jieba
+        self.jieba = None  # imported when first needed: a target side only decodes
 
     def encode(self, x: str) -> str:
+        if self.jieba is None:
+            import jieba
+
+            jieba.setLogLevel(60)
+            self.jieba = jieba
         return " ".join(w for w in self.jieba.cut(x) if w.strip())
 
     def decode(self, x: str) -> str:

@@ -271,6 +271,20 @@ class _Job:
                 self.out[i].append(Hypothesis(text, float(h["score"]), self.met(text, self.phrases[i])))
 
 
+def spread(batches: list[list[int]], at_least: int) -> list[list[int]]:
+    """The batches, the largest cut in halves until there are `at_least` of them (or none has two sources): a few
+    searches (suggestions search a few dozen) would otherwise land in one or two batches and leave workers idle.
+    The halves keep their bucket's width; each source's output cap is still its own or its batch's longest."""
+    batches = [list(b) for b in batches]
+    while len(batches) < at_least:
+        big = max(range(len(batches)), key=lambda k: len(batches[k]), default=None)
+        if big is None or len(batches[big]) < 2:
+            break
+        b = batches.pop(big)
+        batches[big:big] = [b[: len(b) // 2], b[len(b) // 2:]]
+    return batches
+
+
 def translate_constrained(
     model,
     sources: Sequence[str],
@@ -297,6 +311,8 @@ def translate_constrained(
     if t.threads and torch.get_num_threads() != t.threads:
         torch.set_num_threads(t.threads)
     batches = t._batches([len(job.encoded[i]) for i in job.todo])
+    if t.workers > 1:
+        batches = spread(batches, 2 * t.workers)
     if t.workers == 1 or len(batches) < 2:
         for batch in batches:
             job.run(batch)

@@ -171,6 +171,18 @@ def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
     return plots
 
 
+def translator_markdown(translator: dict) -> list[str]:
+    """The compute type a CTranslate2 translator tested with, and how its translations agree with fairseq's."""
+    f = translator.get("fidelity")
+    if not f:
+        return []
+    if not f.get("checked"):
+        return [f"- Translator {translator['name']}, compute type {f['compute_type']}: fidelity unchecked"]
+    return [f"- Translator {translator['name']}, compute type {f['compute_type']} ({f['chosen']}): "
+            f"{f['identical']:.1%} of {f['sample']} sample translations identical to fairseq's "
+            f"(BLEU {f['bleu_vs_fairseq']:.1f} against them)"]
+
+
 def markdown(report: dict) -> str:
     lines = ["# Repair report", ""]
     r = report
@@ -207,6 +219,7 @@ def markdown(report: dict) -> str:
         lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
     lines += suggestions_markdown(r["review"].get("suggestions"))
+    lines += translator_markdown(r.get("translator") or {})
     notes = r.get("review_notes") or {}
     superseded = notes.get("superseded") if isinstance(notes, dict) else None
     if superseded:

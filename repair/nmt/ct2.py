@@ -207,7 +207,11 @@ def save_fidelity(folder: Path, key: str, record: dict) -> None:
 
     marker = read_marker(folder)
     marker.setdefault("fidelity", {})[key] = record
-    write_json_atomic(folder / MARKER, marker)
+    try:
+        write_json_atomic(folder / MARKER, marker)
+    except OSError as e:  # a cache that cannot be written (a shared model): measured again next time
+        logger.warning("could not keep the fidelity record in %s (%s): it is measured again next time",
+                       folder / MARKER, e.strerror or e)
 
 
 def agreement(outputs: Sequence[str], reference: Sequence[str]) -> dict:

@@ -105,7 +105,7 @@ def test_fidelity_is_measured_once_and_chooses_the_fastest_at_the_bar(files, fai
     assert "fidelity of" in caplog.text
     fidelity = ct2.fidelity
     measured = fidelity["candidates"]
-    assert list(measured) == ct2.candidates() and {"int8", "float32"} <= set(measured)
+    assert list(measured) == ct2.candidates() and "float32" in measured  # int8, int16 where the CPU offers them
     from repair.data.prepare import clean_text
 
     assert fidelity["sample"] == len({clean_text(t) for t in texts()} - {""})  # the first call's texts (at most 200)
@@ -154,7 +154,7 @@ def test_a_cached_conversion_imports_neither_fairseq_nor_torch(files, data_dir, 
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     fidelity = summary["translator"]["fidelity"]
     assert fidelity["checked"] and summary["translator"]["compute_type"] == fidelity["compute_type"]
-    assert set(fidelity["candidates"]) >= {"int8", "float32"} and 0 <= fidelity["identical"] <= 1
+    assert "float32" in fidelity["candidates"] and 0 <= fidelity["identical"] <= 1
 
 
 def test_the_converted_cache_is_reused(files, caplog):

@@ -157,6 +157,24 @@ def test_a_cached_conversion_imports_neither_fairseq_nor_torch(files, data_dir, 
     assert "float32" in fidelity["candidates"] and 0 <= fidelity["identical"] <= 1
 
 
+def test_a_checkpoint_written_over_is_loaded_and_converted_again(files, data_dir, tmp_path, caplog):  # noqa: F811
+    """By path: the checkpoint's facts kept in a cache that is stale are not used, the checkpoint is loaded."""
+    copy = tmp_path / "model" / "checkpoint.pt"
+    copy.parent.mkdir()
+    shutil.copyfile(files.checkpoint, copy)
+    options = {**OPTIONS, "compute_type": "float32"}
+    before = CTranslate2Translator(copy, data_dir, **options).translate(texts()[:20])
+    state = torch.load(copy, map_location="cpu", weights_only=True)
+    state["model"]["decoder.embed_tokens.weight"][5:] *= 1.5  # other weights, the same recorded facts
+    torch.save(state, copy)
+    with caplog.at_level(logging.INFO):
+        ct2 = CTranslate2Translator(copy, data_dir, **options)
+    assert "is stale (checkpoint changed since it was converted)" in caplog.text
+    after = ct2.translate(texts()[:20])
+    assert after == FairseqTranslator(copy, data_dir, beam=4, max_tokens=300, threads=1).translate(texts()[:20])
+    assert after != before
+
+
 def test_the_converted_cache_is_reused(files, caplog):
     CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
     model_bin = cache_folder(files.checkpoint) / "model.bin"

@@ -124,12 +124,13 @@ def cache_problem(folder: Path, sources: dict) -> str | None:
     return None
 
 
-def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = None) -> Path:
-    """The CTranslate2 model of a fairseq checkpoint: the valid cache, or a fresh conversion."""
+def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = None, valid: bool = False) -> Path:
+    """The CTranslate2 model of a fairseq checkpoint: the valid cache, or a fresh conversion (`valid`: the cache
+    was just checked)."""
     ctranslate2 = _import_ctranslate2()
     folder = cache_folder(files.checkpoint, cache_dir)
-    sources = _source_hashes(files)
-    problem = cache_problem(folder, sources)
+    sources = None if valid else _source_hashes(files)
+    problem = None if valid else cache_problem(folder, sources)
     if problem is None:
         logger.info("CTranslate2 model %s (cached)", folder)
         return folder
@@ -198,7 +199,9 @@ def cached_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLik
         return None
     if not isinstance(facts, dict):
         return None
-    return resolve_model_files(checkpoint, data_dir, facts, **preprocessing)
+    files = resolve_model_files(checkpoint, data_dir, facts, **preprocessing)
+    # facts of another checkpoint (one written over it since) may name other files: used only by a valid cache
+    return files if cache_problem(marker.parent, _source_hashes(files)) is None else None
 
 
 def save_fidelity(folder: Path, key: str, record: dict) -> None:
@@ -337,13 +340,15 @@ class CTranslate2Translator(Translator):
             files = model_dir_files(model_dir, **preprocessing)
             path, self.max_source_positions, marker = Path(model_dir), None, None
         else:
-            if files is None:  # a cached conversion keeps what is needed of the checkpoint: it is not loaded
+            valid = False
+            if files is None:  # a valid cached conversion keeps what is needed of the checkpoint: it is not loaded
                 files = cached_model_files(checkpoint, data_dir, cache_dir, preprocessing)
+                valid = files is not None
             if files is None:
                 from repair.nmt.translator import load_model_files
 
                 files = load_model_files(checkpoint, data_dir, **preprocessing)
-            path = convert_checkpoint(files, cache_dir)
+            path = convert_checkpoint(files, cache_dir, valid=valid)
             marker = read_marker(path)
             self.max_source_positions = int(marker["checkpoint"]["model"]["max_source_positions"])
         self.files, self.model_path = files, path

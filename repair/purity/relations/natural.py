@@ -130,6 +130,10 @@ class Natural:
                 self._vectors = Word2Vec.load(str(path))
             else:
                 log.info("training word vectors on %d lines of English (cached in %s)", len(self._lines), self.cache)
+                if not any(n >= self._min_count for n in self.lm.uni.values()):
+                    raise UserError(f"purity.replace: the corpus ({len(self._lines)} lines) has no word seen "
+                                    f"{self._min_count} times, too little for word vectors; give a larger one "
+                                    "(the training English) or use candidates=context")
                 self._vectors = Word2Vec(self._tokenized, vector_size=100, window=5, min_count=self._min_count,
                                          sg=1, negative=5, epochs=10, seed=self._seed, workers=1,
                                          hashfxn=_stable_hash)

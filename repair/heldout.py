@@ -23,15 +23,17 @@ class Heldout:
 def heldout_split(sentences: list[str], share: float, source: str = "input") -> tuple[list[int], list[int]]:
     """Indices of the held-out sentences and of the rest, each in input order.
 
+    `share`: below 1, the share of the input's sentences to hold out; a whole number from 1 up, how many.
     The same texts are held out whatever the order of the input or the seed: the unique non-blank
-    sentences sorted by their SHA-1, the first round(share * n) of them. Every copy of a repeated
-    sentence falls on the same side.
+    sentences sorted by their SHA-1, the first round(share * n) of them (or the first `share`). Every copy
+    of a repeated sentence falls on the same side.
     """
-    if not 0 <= share < 1:
-        raise UserError(f"purity.holdout={share}: give the share of {source} to hold out, 0 <= share < 1")
+    if share < 0 or (share >= 1 and share != int(share)):
+        raise UserError(f"purity.holdout={share}: give the share of {source} to hold out (0 <= share < 1) "
+                        f"or a number of sentences (a whole number from 1 up)")
     texts = {" ".join(s.split()) for s in sentences if s.strip()}
     ranked = sorted(texts, key=lambda t: hashlib.sha1(t.encode("utf-8")).hexdigest())
-    held = set(ranked[: round(share * len(ranked))])
+    held = set(ranked[: int(share) if share >= 1 else round(share * len(ranked))])
     heldout = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) in held]
     rest = [i for i, s in enumerate(sentences) if s.strip() and " ".join(s.split()) not in held]
     return heldout, rest

@@ -107,7 +107,7 @@ def test_the_same_translations_as_fairseq_interactive(hub, example):
 
 
 def test_bad_model_files_are_one_clear_error_each(hub, tmp_path, example):
-    from repair.nmt.backends import make_translator
+    from repair.purity.translators import make_translator
 
     bad = tmp_path / "model"
     shutil.copytree(hub, bad)

@@ -167,7 +167,7 @@ def test_an_unconvertible_checkpoint_names_the_option(files, tmp_path):
 
 def test_bad_options_are_clear_errors(files, tmp_path):
     from repair.stages import check_translator
-    from repair.nmt.backends import make_translator
+    from repair.purity.translators import make_translator
 
     with pytest.raises(UserError, match="translator.checkpoint=PATH .* translator.model_dir=DIR"):
         make_translator({"name": "ctranslate2"})

@@ -124,7 +124,7 @@ def test_empty_long_and_unknown_input_never_crash(translator, caplog):
 
 
 def test_translator_from_config(trained, data_dir):
-    from repair.nmt.backends import make_translator
+    from repair.purity.translators import make_translator
 
     t = make_translator({"name": "fairseq", "checkpoint": str(trained), "data_dir": str(data_dir), "beam": 2})
     assert t.generator.beam_size == 2 and t.translate(["The cat sees the dog ."])[0]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from repair.errors import UserError
-from repair.nmt.backends import make_translator
+from repair.purity.translators import make_translator
 from repair.purity.parsers import make_parser
 from repair.purity.relations import make_relations
 from repair.stages import prepare, review

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from repair.bench.resume import figures
+
 REPO = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
@@ -54,23 +56,6 @@ def finished_epochs(folder: Path) -> int:
         return 0
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip().endswith("}")]
     return len({r["epoch"] for r in rows if "train_loss" in r})
-
-
-def figures(run_dir: Path) -> dict:
-    """report.json less what a restart changes by design: the timings and the list of resumed stages."""
-    report = json.loads((run_dir / "report.json").read_text())
-    assert isinstance(report.pop("seconds"), dict)
-    report.pop("resumed")
-    return untimed(json.loads(json.dumps(report).replace(str(run_dir), "RUN")))
-
-
-def untimed(value):
-    """The figures less every wall-clock measure (keys naming seconds), which no two runs share."""
-    if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if "seconds" not in k}
-    if isinstance(value, list):
-        return [untimed(v) for v in value]
-    return value
 
 
 def weights(run_dir: Path) -> dict:

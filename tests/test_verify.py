@@ -77,8 +77,13 @@ def test_heldout_split_is_reproducible_whatever_the_order():
     held2, _ = heldout_split(shuffled, 0.3)
     assert {shuffled[i] for i in held2} == {sentences[i] for i in held}
     assert heldout_split(sentences, 0)[0] == []
-    with pytest.raises(UserError, match="purity.holdout=1"):
-        heldout_split(sentences, 1)
+    assert heldout_split(sentences, 0.3)[0] == held
+    counted, rest = heldout_split(sentences, 12)  # a number of sentences: the same first 12 by SHA-1
+    assert counted == held and len(rest) == 28  # 41 non-blank lines, 13 of them held (a repeated one twice)
+    with pytest.raises(UserError, match="purity.holdout=1.5"):
+        heldout_split(sentences, 1.5)
+    with pytest.raises(UserError, match="purity.holdout=-0.1"):
+        heldout_split(sentences, -0.1)
 
 
 def test_each_cycle_tests_a_fresh_slice_until_the_input_runs_out(tmp_path):

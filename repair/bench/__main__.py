@@ -1,4 +1,4 @@
-"""`python -m repair.bench {parse,purity,translate} [options]`: run one benchmark, last line JSON."""
+"""`python -m repair.bench {parse,purity,resume,translate} [options]`: run one benchmark, last line JSON."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from repair.errors import exit_on_user_error
 BENCHMARKS = {
     "parse": "repair.bench.parse",
     "purity": "repair.bench.purity",
+    "resume": "repair.bench.resume",
     "translate": "repair.bench.translate",
 }
 

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> None:
     from repair.nmt.translator import load_model_files
     from repair.purity.parsers import make_parser
     from repair.purity.run import run_purity
-    from repair.nmt.backends import make_translator
+    from repair.purity.translators import make_translator
 
     if args.checkpoint is None:
         from repair.bench.translate import build_model

@@ -103,6 +103,42 @@ def encode_phrase(translator, phrase: str) -> list[int] | None:
     return ids
 
 
+def _ordered_positions(sequence, at: list[int], tokens: list[int]) -> list[int]:
+    """OrderedConstraintState.advance on plain numbers: each candidate's position in the constraint sequence
+    after its token, from its beam item's position `at` (-1: none met)."""
+    seq, ends = sequence.sequences, sequence.endpoints
+    n = len(seq)
+    positions = []
+    for a, t in zip(at, tokens):
+        if a + 1 == n or ends[a]:  # finished, or between constraints (ends[-1]: at the root)
+            positions.append(a if a + 1 == n or seq[a + 1] != t else a + 1)
+        elif seq[a + 1] == t:
+            positions.append(a + 1)
+        else:
+            positions.append(0 if t == seq[0] else -1)
+    return positions
+
+
+def _choose(banks: list[int], scores: list[float], beams: list[int], tokens: list[int], total: int, size: int) -> list[int]:
+    """fairseq's steps 4-7: candidates by bank (furthest first), then score; the same (beam, token) once;
+    round-robin stripes across banks; the first `size` of them."""
+    order = sorted(range(len(banks)), key=lambda i: (total - banks[i]) * 100 - scores[i])
+    kept, last = [], None
+    for i in order:
+        key = (beams[i], tokens[i])
+        if key != last:
+            kept.append(i)
+        last = key
+    stripe, count, bank = {}, -1, None
+    width = len(kept) + 1
+    for i in kept:
+        b = banks[i]
+        count = count + 1 if b == bank else 0
+        bank = b
+        stripe[i] = total - b + count * width
+    return sorted(kept, key=lambda i: stripe[i])[:size]
+
+
 def _search(tgt_dict, ordered: bool, final_step: int):
     """fairseq's LexicallyConstrainedBeamSearch, with two changes.
 
@@ -145,41 +181,12 @@ def _search(tgt_dict, ordered: bool, final_step: int):
             # STEP 3: each candidate's state and bank (constraint tokens met)
             if ordered:  # OrderedConstraintState.advance on plain numbers: the state objects only for those kept
                 sequence = constraint_states[0].sequence
-                seq, ends = sequence.sequences, sequence.endpoints
-                n = len(seq)
-                positions = []
-                for b, t in zip(beams, indices):
-                    at = constraint_states[b].state
-                    if at + 1 == n or ends[at]:  # finished, or between constraints (ends[-1]: at the root)
-                        positions.append(at if at + 1 == n or seq[at + 1] != t else at + 1)
-                    elif seq[at + 1] == t:
-                        positions.append(at + 1)
-                    else:
-                        positions.append(0 if t == seq[0] else -1)
-                banks = [at + 1 for at in positions]
-                states = None
+                positions = _ordered_positions(sequence, [constraint_states[b].state for b in beams], indices)
+                banks, states = [at + 1 for at in positions], None
             else:
                 states = [constraint_states[b].advance(t) for b, t in zip(beams, indices)]
                 banks = [x.bank for x in states]
-            total = len(constraint_states[0].tokens)
-            # STEP 4: by bank (furthest first), then score
-            order = sorted(range(len(banks)), key=lambda i: (total - banks[i]) * 100 - scores[i])
-            # STEP 5: the same (beam, token) once
-            kept, last = [], None
-            for i in order:
-                key = (beams[i], indices[i])
-                if key != last:
-                    kept.append(i)
-                last = key
-            # STEP 6-7: round-robin stripes across banks, then truncate to the candidates' size
-            stripe, count, bank = {}, -1, None
-            width = len(kept) + 1
-            for i in kept:
-                b = banks[i]
-                count = count + 1 if b == bank else 0
-                bank = b
-                stripe[i] = total - b + count * width
-            chosen = sorted(kept, key=lambda i: stripe[i])[: self.num_cands]
+            chosen = _choose(banks, scores, beams, indices, len(constraint_states[0].tokens), self.num_cands)
             return (torch.tensor([scores[i] for i in chosen], device=device),
                     torch.tensor([indices[i] for i in chosen], device=device, dtype=torch.long),
                     torch.tensor([beams[i] for i in chosen], device=device, dtype=torch.long),
@@ -187,6 +194,95 @@ def _search(tgt_dict, ordered: bool, final_step: int):
                     [OrderedConstraintState(sequence, positions[i]) for i in chosen])
 
     return Search(tgt_dict, "ordered" if ordered else "unordered")
+
+
+def _check_arguments(sources, constraints, beam: int, nbest: int, max_lengths) -> None:
+    if isinstance(sources, str):
+        raise TypeError("translate_constrained() takes a list of sources")
+    if max_lengths is not None and len(max_lengths) != len(sources):
+        raise UserError(f"{len(max_lengths)} max_lengths for {len(sources)} sources: give one per source")
+    if len(constraints) != len(sources):
+        raise UserError(f"{len(constraints)} constraint lists for {len(sources)} sources: give one list per source")
+    if beam < 1 or not 1 <= nbest <= beam:
+        raise UserError(f"constrained translation: beam ({beam}) must be >= 1 and nbest ({nbest}) between 1 and beam")
+
+
+class _Job:
+    """One call's sources, encoded, with their phrases spelled in target tokens, and the hypotheses found."""
+
+    def __init__(self, t, sources, constraints, *, beam: int, nbest: int, ordered: bool, max_lengths):
+        import torch
+
+        self.t, self.beam, self.nbest, self.ordered, self.max_lengths = t, beam, nbest, ordered, max_lengths
+        self.zh = t.files.tgt.lang.startswith("zh")
+        self.phrases = [[clean_text(p) for p in ps if clean_text(p)] for ps in constraints]
+        self.out: list[list[Hypothesis]] = [[] for _ in sources]
+        cleaned = [clean_text(s or "") for s in sources]
+        self.todo = [i for i, s in enumerate(cleaned) if s]
+        for i, s in enumerate(cleaned):
+            if not s:
+                self.out[i] = [Hypothesis("", 0.0, not self.phrases[i])]
+        self.encoded = dict(zip(self.todo, t.encode_all([cleaned[i] for i in self.todo], cleaned=True))) if self.todo else {}
+        self.spelled = {i: [torch.tensor(x, dtype=torch.long) for x in (encode_phrase(t, p) for p in self.phrases[i])
+                            if x is not None] for i in self.todo}
+        self.ignore = {t.tgt_dict.unk(), t.tgt_dict.pad(), t.tgt_dict.bos(), t.tgt_dict.eos()}
+
+    def cap(self, idx: list[int], width: int) -> int:
+        """The batch's output cap: the generator's, or the longest of its sources' own caps when given."""
+        caps = self.t.generator
+        cap = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)
+        if self.max_lengths is not None:
+            cap = min(cap, max(cap if self.max_lengths[i] is None else max(1, int(self.max_lengths[i])) for i in idx))
+        return cap
+
+    def met(self, text: str, phrases: list[str]) -> bool:
+        if self.ordered:
+            return contains_all(text, phrases, self.zh)
+        return all(_squash(p, self.zh) in _squash(text, self.zh) for p in phrases)
+
+    def run(self, batch: list[int]) -> None:
+        import torch
+        from fairseq.data import data_utils
+        from fairseq.sequence_generator import SequenceGenerator
+        from fairseq.token_generation_constraints import pack_constraints
+
+        t = self.t
+        idx = [self.todo[b] for b in batch]
+        tokens = [self.encoded[i] for i in idx]
+        constrained = any(self.spelled[i] for i in idx)
+        width = t.bucket(max(len(x) for x in tokens))
+        cap = self.cap(idx, width)
+        strategy = _search(t.tgt_dict, self.ordered, cap) if constrained else None
+        generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=self.beam, max_len_a=0, max_len_b=cap,
+                                      max_len=t.generator.max_len, len_penalty=t.generator.len_penalty,
+                                      search_strategy=strategy)
+        sample = {"net_input": {
+            "src_tokens": data_utils.collate_tokens(tokens, t.src_dict.pad(), t.src_dict.eos(), left_pad=True,
+                                                    pad_to_length=width).to(t.device),
+            "src_lengths": torch.tensor([len(x) for x in tokens], device=t.device),
+        }}
+        packed = pack_constraints([self.spelled[i] for i in idx]).to(t.device) if constrained else None
+        with torch.inference_mode():
+            hypos = generator.generate([t.model], sample, constraints=packed)
+        symbols = t.tgt_dict.symbols
+        for i, hyps in zip(idx, hypos):
+            for h in hyps[:self.nbest]:
+                text = t.tgt_codec.decode(" ".join(symbols[x] for x in h["tokens"].tolist() if x not in self.ignore))
+                self.out[i].append(Hypothesis(text, float(h["score"]), self.met(text, self.phrases[i])))
+
+
+def spread(batches: list[list[int]], at_least: int) -> list[list[int]]:
+    """The batches, the largest cut in halves until there are `at_least` of them (or none has two sources): a few
+    searches (suggestions search a few dozen) would otherwise land in one or two batches and leave workers idle.
+    The halves keep their bucket's width; each source's output cap is still its own or its batch's longest."""
+    batches = [list(b) for b in batches]
+    while len(batches) < at_least:
+        big = max(range(len(batches)), key=lambda k: len(batches[k]), default=None)
+        if big is None or len(batches[big]) < 2:
+            break
+        b = batches.pop(big)
+        batches[big:big] = [b[: len(b) // 2], b[len(b) // 2:]]
+    return batches
 
 
 def translate_constrained(
@@ -206,74 +302,24 @@ def translate_constrained(
     `ordered` phrases appear in the order given. `max_lengths`: per source, at most this many target tokens
     (a batch stops at the longest of its sources'; None: the translator's output cap)."""
     import torch
-    from fairseq.data import data_utils
-    from fairseq.sequence_generator import SequenceGenerator
-    from fairseq.token_generation_constraints import pack_constraints
 
-    if isinstance(sources, str):
-        raise TypeError("translate_constrained() takes a list of sources")
-    if max_lengths is not None and len(max_lengths) != len(sources):
-        raise UserError(f"{len(max_lengths)} max_lengths for {len(sources)} sources: give one per source")
-    if len(constraints) != len(sources):
-        raise UserError(f"{len(constraints)} constraint lists for {len(sources)} sources: give one list per source")
-    if beam < 1 or not 1 <= nbest <= beam:
-        raise UserError(f"constrained translation: beam ({beam}) must be >= 1 and nbest ({nbest}) between 1 and beam")
+    _check_arguments(sources, constraints, beam, nbest, max_lengths)
     t = _as_translator(model)
-    zh = t.files.tgt.lang.startswith("zh")
-    phrases = [[clean_text(p) for p in ps if clean_text(p)] for ps in constraints]
-    out: list[list[Hypothesis]] = [[] for _ in sources]
-    cleaned = [clean_text(s or "") for s in sources]
-    todo = [i for i, s in enumerate(cleaned) if s]
-    for i, s in enumerate(cleaned):
-        if not s:
-            out[i] = [Hypothesis("", 0.0, not phrases[i])]
-    if not todo:
-        return out
-    encoded = dict(zip(todo, t.encode_all([cleaned[i] for i in todo], cleaned=True)))
-    spelled: dict[int, list] = {}
-    for i in todo:
-        ids = [encode_phrase(t, p) for p in phrases[i]]
-        spelled[i] = [torch.tensor(x, dtype=torch.long) for x in ids if x is not None]
-    pad, eos = t.src_dict.pad(), t.src_dict.eos()
-    symbols = t.tgt_dict.symbols
-    ignore = {t.tgt_dict.unk(), t.tgt_dict.pad(), t.tgt_dict.bos(), t.tgt_dict.eos()}
-    caps = t.generator
+    job = _Job(t, sources, constraints, beam=beam, nbest=nbest, ordered=ordered, max_lengths=max_lengths)
+    if not job.todo:
+        return job.out
     if t.threads and torch.get_num_threads() != t.threads:
         torch.set_num_threads(t.threads)
-
-    def run(batch: list[int]) -> None:
-        idx = [todo[b] for b in batch]
-        tokens = [encoded[i] for i in idx]
-        constrained = any(spelled[i] for i in idx)
-        width = t.bucket(max(len(x) for x in tokens))
-        cap = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)  # the generator's cap
-        if max_lengths is not None:
-            cap = min(cap, max(cap if max_lengths[i] is None else max(1, int(max_lengths[i])) for i in idx))
-        strategy = _search(t.tgt_dict, ordered, cap) if constrained else None
-        generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=beam, max_len_a=0, max_len_b=cap,
-                                      max_len=caps.max_len, len_penalty=caps.len_penalty, search_strategy=strategy)
-        sample = {"net_input": {
-            "src_tokens": data_utils.collate_tokens(tokens, pad, eos, left_pad=True,
-                                                    pad_to_length=width).to(t.device),
-            "src_lengths": torch.tensor([len(x) for x in tokens], device=t.device),
-        }}
-        packed = pack_constraints([spelled[i] for i in idx]).to(t.device) if constrained else None
-        with torch.inference_mode():
-            hypos = generator.generate([t.model], sample, constraints=packed)
-        for i, hyps in zip(idx, hypos):
-            for h in hyps[:nbest]:
-                text = t.tgt_codec.decode(" ".join(symbols[x] for x in h["tokens"].tolist() if x not in ignore))
-                out[i].append(Hypothesis(text, float(h["score"]), contains_all(text, phrases[i], zh)
-                                         if ordered else all(_squash(p, zh) in _squash(text, zh) for p in phrases[i])))
-
-    batches = t._batches([len(encoded[i]) for i in todo])
+    batches = t._batches([len(job.encoded[i]) for i in job.todo])
+    if t.workers > 1:
+        batches = spread(batches, 2 * t.workers)
     if t.workers == 1 or len(batches) < 2:
         for batch in batches:
-            run(batch)
-        return out
+            job.run(batch)
+        return job.out
     # beam search spends much of each step in Python: a second batch computes while the first is between
     # operations (each batch has its own generator and search state; the model is shared, read-only)
-    batches.sort(key=lambda b: -len(b) * t.bucket(max(len(encoded[todo[i]]) for i in b)))
+    batches.sort(key=lambda b: -len(b) * t.bucket(max(len(job.encoded[job.todo[i]]) for i in b)))
     with ThreadPoolExecutor(t.workers, thread_name_prefix="constrained") as pool:
-        list(pool.map(run, batches))
-    return out
+        list(pool.map(job.run, batches))
+    return job.out

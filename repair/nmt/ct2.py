@@ -327,6 +327,24 @@ class CTranslate2Translator(Translator):
         return [min(int(self.max_len_a * bucket_width(n, self.max_source_positions) + self.max_len_b), self.max_len)
                 for n in lengths]
 
+    def why_no_search(self) -> str | None:
+        files = getattr(self, "files", None)
+        if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
+            return f"translator={self.name} has no fairseq checkpoint to search"
+        return None
+
+    def searcher(self, beam: int):
+        """CTranslate2 has no lexical constraints: fairseq searches on the checkpoint this model was converted from."""
+        why = self.why_no_search()
+        if why:
+            return None, why
+        from repair.nmt.translator import FairseqTranslator
+
+        device = self.device if isinstance(self.device, str) else getattr(self.device, "type", "auto")
+        threads = (getattr(self, "threads", None) or 1) * (getattr(self, "workers", 1) or 1)
+        fs = FairseqTranslator(files=self.files, beam=beam, device=device, threads=threads)
+        return fs, f", fairseq on the {self.name} model's checkpoint"
+
     def translate(self, texts: list[str]) -> list[str]:
         if isinstance(texts, str):
             raise TypeError("translate() takes a list of texts")

@@ -142,6 +142,21 @@ def discard_partial(save_dir: Path) -> None:
         shutil.rmtree(stale)
 
 
+def finished_before(save_dir: Path, settings: dict) -> bool:
+    """Whether save_dir holds this fine-tune finished; a UserError when it holds one with other settings."""
+    settings_path = save_dir / "settings.json"
+    if not settings_path.is_file():
+        return False
+    old = read_json(settings_path)
+    if not isinstance(old, dict):
+        raise UserError(f"{settings_path}: not the settings of a fine-tune (a JSON object); remove {save_dir}")
+    changed = sorted(k for k in settings if old.get(k) != settings[k])
+    if changed:
+        raise UserError(f"{save_dir} holds a fine-tune with other settings ({', '.join(changed)} differ); "
+                        f"remove the folder or fine-tune into another one")
+    return (save_dir / "finetune.json").is_file()
+
+
 def finetune_model(
     base: ModelFiles,
     train_pairs: Sequence[tuple[str, str]],
@@ -179,17 +194,9 @@ def finetune_model(
     if l2 or trainable or epoch_checkpoints:  # settings of fine-tunes from before these keys stay as they were
         settings.update(l2=l2, trainable=list(trainable), epoch_checkpoints=epoch_checkpoints)
     result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
-    if settings_path.is_file():
-        old = read_json(settings_path)
-        if not isinstance(old, dict):
-            raise UserError(f"{settings_path}: not the settings of a fine-tune (a JSON object); remove {save_dir}")
-        changed = sorted(k for k in settings if old.get(k) != settings[k])
-        if changed:
-            raise UserError(f"{save_dir} holds a fine-tune with other settings ({', '.join(changed)} differ); "
-                            f"remove the folder or fine-tune into another one")
-        if result_path.is_file():
-            logger.info("fine-tune in %s already finished", save_dir)
-            return read_json(result_path)
+    if finished_before(save_dir, settings):
+        logger.info("fine-tune in %s already finished", save_dir)
+        return read_json(result_path)
     if settings_path.is_file() or (save_dir.is_dir() and not any(save_dir.iterdir())):
         discard_partial(save_dir)
     base_state = load_checkpoint(base_checkpoint)

@@ -108,6 +108,20 @@ class FairseqTranslator(Translator):
         self._truncated = 0
         self.max_source_positions = int(self.model.max_positions()[0])
 
+    # ------------------------------------------------------------------ suggestions
+
+    def why_no_search(self) -> str | None:
+        return None
+
+    def searcher(self, beam: int) -> tuple["FairseqTranslator", str]:
+        return self, ""
+
+    def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options: Any) -> list:
+        """n-best hypotheses per source, each containing its constraints (repair.nmt.constrained)."""
+        from repair.nmt.constrained import translate_constrained
+
+        return translate_constrained(self, sources, constraints, **options)
+
     # ------------------------------------------------------------------ loading
 
     def _load_model(self, state: dict):

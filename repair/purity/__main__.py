@@ -15,7 +15,7 @@ from repair.purity.config import check_renamed, run_settings
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
-from repair.nmt.backends import make_translator
+from repair.purity.translators import make_translator
 
 log = logging.getLogger("repair.purity")
 

@@ -225,13 +225,8 @@ def run_purity(
     relations = build_relations(relations, shared, relation_options)
 
     started = time.perf_counter()
-    kept, indexes, skipped_lines = select_sentences(sentences, lines, max_sentence_words, source)
-    parsed = parse_sentences(kept, parser, [trees[i] for i in indexes] if trees is not None else None, source)
-    cases, text_list = build_cases(relations, parsed)
-    write_text_atomic(out / "trees.txt", "".join(" ".join(p.tree.split()) + "\n" for p in parsed))
-    write_jsonl_atomic(out / "pairs.jsonl", ({"id": c.id, "relation": c.relation, "sentence": c.sentence,
-                                              "sides": [{"role": r, "source": s} for r, s in c.sides]}
-                                             for c in cases))
+    kept, skipped_lines, cases, text_list = pair_up(sentences, lines, trees, parser, relations, out,
+                                                    max_sentence_words=max_sentence_words, source=source)
     pair_seconds = time.perf_counter() - started
     log.info("%d sentences -> %d cases (%s), %d texts to translate (%.2f s)", len(kept), len(cases),
              ", ".join(f"{r.name}: {sum(c.relation == r.name for c in cases)}" for r in relations),
@@ -258,15 +253,32 @@ def run_purity(
         "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
     if suggested is not None:
         summary["suggestions"] = suggested
+    write_results(out, issues, translation, thresholds, summary)
+    return summary
+
+
+def pair_up(sentences, lines, trees, parser, relations, out: Path, *, max_sentence_words: int, source: str):
+    """The sentences kept, the lines skipped, the cases and the texts to translate; writes trees.txt and
+    pairs.jsonl."""
+    kept, indexes, skipped_lines = select_sentences(sentences, lines, max_sentence_words, source)
+    parsed = parse_sentences(kept, parser, [trees[i] for i in indexes] if trees is not None else None, source)
+    cases, text_list = build_cases(relations, parsed)
+    write_text_atomic(out / "trees.txt", "".join(" ".join(p.tree.split()) + "\n" for p in parsed))
+    write_jsonl_atomic(out / "pairs.jsonl", ({"id": c.id, "relation": c.relation, "sentence": c.sentence,
+                                              "sides": [{"role": r, "source": s} for r, s in c.sides]}
+                                             for c in cases))
+    return kept, skipped_lines, cases, text_list
+
+
+def write_results(out: Path, issues: list[dict], translation: dict, thresholds: list, summary: dict) -> None:
+    """issues.jsonl, issues.md and summary.json (an earlier run's to_translate.txt removed)."""
     write_jsonl_atomic(out / "issues.jsonl", issues)
     write_text_atomic(out / "issues.md", issues_markdown(issues, translation, thresholds[0], summary))
     write_json_atomic(out / "summary.json", summary)
     (out / TO_TRANSLATE).unlink(missing_ok=True)  # left by an earlier run that lacked translations
-    lowest = thresholds[0]
     log.info("%d issues at distance > %d (%s); %d cases skipped for Latin letters; wrote %s",
-             len(issues), lowest, ", ".join(f"d>{d}: {n}" for d, n in summary["issues"].items()),
+             len(issues), thresholds[0], ", ".join(f"d>{d}: {n}" for d, n in summary["issues"].items()),
              summary["skipped_pairs"], out)
-    return summary
 
 
 def rti_limits(relations: Sequence[Relation]) -> dict:

@@ -37,35 +37,12 @@ class Request:
     origin: str
 
 
-def searchless(translator) -> str | None:
-    """Why no suggestion can be searched with this translator (None: one can)."""
-    from repair.nmt.translator import FairseqTranslator
-
-    if isinstance(translator, FairseqTranslator):
-        return None
-    files = getattr(translator, "files", None)
-    if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
-        return f"translator={getattr(translator, 'name', '?')} has no fairseq checkpoint to search"
-    return None
-
-
-def fairseq_for(translator, beam: int):
-    """The FairseqTranslator that searches for suggestions, and a note for the origin (empty for fairseq itself);
-    (None, why) when the translator has no fairseq checkpoint (a table of translations, a converted model alone)."""
-    from repair.nmt.translator import FairseqTranslator
-
-    if isinstance(translator, FairseqTranslator):
-        return translator, ""
-    why = searchless(translator)
-    if why:
-        return None, why
-    files = translator.files
-    threads = getattr(translator, "threads", None)
-    workers = getattr(translator, "workers", 1) or 1
-    device = getattr(translator, "device", "auto")
-    device = device if isinstance(device, str) else getattr(device, "type", "auto")
-    fs = FairseqTranslator(files=files, beam=beam, device=device, threads=(threads or 1) * workers)
-    return fs, f", fairseq on the {translator.name} model's checkpoint"
+def searcher_for(translator, beam: int):
+    """(what searches, a note for the origin: empty for fairseq itself), or (None, why) when the translator has
+    no fairseq checkpoint to search (a table of translations, a converted model alone)."""
+    if not hasattr(translator, "searcher"):
+        return None, f"translator={getattr(translator, 'name', '?')} cannot search"
+    return translator.searcher(beam)
 
 
 def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
@@ -171,6 +148,80 @@ def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, .
     return tuple(x for x in out if x.strip())
 
 
+class Search:
+    """The searches for one batch of issues, and the offers made from what they find."""
+
+    def __init__(self, fs, issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
+                 translation: Mapping[str, str], *, beam: int, nbest_beam: int, min_score: float | None):
+        self.fs, self.issues, self.cases, self.relations, self.translation = fs, issues, cases, relations, translation
+        self.beam, self.nbest_beam, self.min_score = beam, nbest_beam, min_score
+        self.searched = 0
+
+    def search(self, reqs: list[Request], ordered: bool = True) -> dict:
+        """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
+        (an n-best list) apart from constrained ones, much faster."""
+        keys = list(dict.fromkeys((r.source, r.constraints) for r in reqs))
+        self.searched += len(keys)
+        found = {}
+        for constrained in (True, False):
+            group = [key for key in keys if bool(key[1]) == constrained]
+            if group:
+                began = time.perf_counter()
+                width = self.beam if constrained else max(self.beam, self.nbest_beam)
+                caps = [length_cap(self.fs, self.translation[s], c) for s, c in group]
+                hyps = self.fs.translate_constrained([s for s, _ in group], [list(c) for _, c in group], beam=width,
+                                                     nbest=width, ordered=ordered, max_lengths=caps)
+                found.update(zip(group, hyps))
+                log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
+                          "constrained" if constrained else "n-best", width, time.perf_counter() - began)
+        return found
+
+    def offer(self, r: Request, hyps) -> bool:
+        """The best hypothesis that makes the pair consistent, as the issue's suggestion for the side."""
+        issue = self.issues[r.issue]
+        case = self.cases[issue["id"]]
+        current = "".join(self.translation[r.source].split())
+        for h in hyps:
+            text = "".join(h.text.split())
+            if not h.met or not text or text == current or (self.min_score is not None and h.score < self.min_score):
+                continue
+            if len(text) < len(current) and is_subsequence(text, current):
+                continue
+            if self.relations[issue["relation"]].check(case, {**self.translation, r.source: h.text}).distance != 0:
+                continue
+            issue["suggestions"].append({"role": r.role, "text": h.text, "origin": r.origin, "score": round(h.score, 4)})
+            return True
+        return False
+
+    def run(self, reqs: list[Request]) -> list[bool]:
+        """Search the requests and offer what they find: whether each got a suggestion."""
+        found = self.search(reqs)
+        return [self.offer(r, found[(r.source, r.constraints)]) for r in reqs]
+
+
+def requests_for(issues: list[dict], cases: Mapping[str, Case], translation: Mapping[str, str], note: str) -> list[Request]:
+    """The sides to search, issue by issue (relations with no request maker get none)."""
+    requests: list[Request] = []
+    for k, issue in enumerate(issues):
+        make = REQUESTS.get(issue["relation"])
+        case = cases.get(issue["id"])
+        if make is not None and case is not None:
+            requests.extend(make(k, issue, case, translation, note))
+    return requests
+
+
+def splice_containers(requests: list[Request], issues: list[dict], translation: Mapping[str, str], note: str) -> list[Request]:
+    """An RTI container once, with all its RTIs' translations spliced into its own translation."""
+    def is_container(r: Request) -> bool:
+        return issues[r.issue]["relation"] == "rti" and r.role == "container"
+
+    parts: dict[str, list[str]] = {}
+    for r in filter(is_container, requests):
+        parts.setdefault(r.source, []).append(r.constraints[0])
+    return [Request(r.issue, r.role, r.source, spliced(translation[r.source], parts[r.source]), SPLICED + note + ")")
+            if is_container(r) else r for r in requests]
+
+
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
                     min_score: float | None = -1.0, retry: bool = False) -> dict:
@@ -179,85 +230,33 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
 
     beam: of the constrained searches; nbest_beam: of the n-best lists (plain beam search, each hypothesis kept);
     min_score: hypotheses scored lower (log-probability per token) are not offered; retry: search an RTI
-    container again with one RTI's translation alone where the search with all of them gave that issue nothing. A hypothesis that only leaves
-    out part of the side's translation is not offered either: it agrees by translating less.
+    container again with one RTI's translation alone where the search with all of them gave that issue nothing.
+    A hypothesis that only leaves out part of the side's translation is not offered either: it agrees by
+    translating less.
 
     An RTI container is searched once, for all its issues: forced to contain each RTI's translation where the
     container's translation has the span closest to it, and the rest of its own translation around them; where
     that gives an issue nothing, again with that issue's RTI's translation alone."""
     start = time.perf_counter()
-    fs, note = fairseq_for(translator, beam) if issues else (None, "")
-    if fs is None and not issues:
-        why = searchless(translator)
+    if not issues:
+        why = translator.why_no_search() if hasattr(translator, "why_no_search") else None
         return {"seconds": 0.0, "searched": 0, "offered": 0, **({"skipped": why} if why else {})}
+    fs, note = searcher_for(translator, beam)
     if fs is None:
         log.info("suggestions: none (%s)", note)
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}
     for issue in issues:
         issue["suggestions"] = []
-    requests: list[Request] = []
-    for k, issue in enumerate(issues):
-        make = REQUESTS.get(issue["relation"])
-        case = cases.get(issue["id"])
-        if make is not None and case is not None:
-            requests.extend(make(k, issue, case, translation, note))
-    from repair.nmt.constrained import translate_constrained
-
-    searched = 0
-
-    def search(reqs: list[Request], ordered: bool) -> dict:
-        """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
-        (an n-best list) apart from constrained ones, much faster."""
-        nonlocal searched
-        keys = list(dict.fromkeys((r.source, r.constraints) for r in reqs))
-        searched += len(keys)
-        found = {}
-        for constrained in (True, False):
-            group = [key for key in keys if bool(key[1]) == constrained]
-            if group:
-                began = time.perf_counter()
-                width = beam if constrained else max(beam, nbest_beam)
-                hyps = translate_constrained(fs, [s for s, _ in group], [list(c) for _, c in group], beam=width,
-                                             nbest=width, ordered=ordered,
-                                             max_lengths=[length_cap(fs, translation[s], c) for s, c in group])
-                found.update(zip(group, hyps))
-                log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
-                          "constrained" if constrained else "n-best", width, time.perf_counter() - began)
-        return found
-
-    def offer(r: Request, hyps) -> bool:
-        """The best hypothesis that makes the pair consistent, as the issue's suggestion for the side."""
-        issue = issues[r.issue]
-        case = cases[issue["id"]]
-        current = "".join(translation[r.source].split())
-        for h in hyps:
-            text = "".join(h.text.split())
-            if not h.met or not text or text == current or (min_score is not None and h.score < min_score):
-                continue
-            if len(text) < len(current) and is_subsequence(text, current):
-                continue
-            if relations[issue["relation"]].check(case, {**translation, r.source: h.text}).distance != 0:
-                continue
-            issue["suggestions"].append({"role": r.role, "text": h.text, "origin": r.origin, "score": round(h.score, 4)})
-            return True
-        return False
-
-    # an RTI container once, with all its RTIs' translations spliced into its own translation
-    parts: dict[str, list[str]] = {}
-    for r in requests:
-        if issues[r.issue]["relation"] == "rti" and r.role == "container":
-            parts.setdefault(r.source, []).append(r.constraints[0])
-    first = [Request(r.issue, r.role, r.source, spliced(translation[r.source], parts[r.source]), SPLICED + note + ")")
-             if issues[r.issue]["relation"] == "rti" and r.role == "container" else r for r in requests]
-    found = search(first, ordered=True)
-    failed = {k for k, r in enumerate(first) if not offer(r, found[(r.source, r.constraints)])}
-    offered = len(first) - len(failed)
-    again = [requests[k] for k in sorted(failed) if requests[k].constraints != first[k].constraints]
+    requests = requests_for(issues, cases, translation, note)
+    first = splice_containers(requests, issues, translation, note)
+    search = Search(fs, issues, cases, relations, translation, beam=beam, nbest_beam=nbest_beam, min_score=min_score)
+    got = search.run(first)
+    offered = sum(got)
+    again = [requests[k] for k, ok in enumerate(got) if not ok and requests[k].constraints != first[k].constraints]
     if again and retry:
-        found = search(again, ordered=True)
-        offered += sum(offer(r, found[(r.source, r.constraints)]) for r in again)
+        offered += sum(search.run(again))
     for issue in issues:
         issue["suggestions"].sort(key=lambda s: -s["score"])
     seconds = round(time.perf_counter() - start, 3)
-    log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), searched, seconds)
-    return {"seconds": seconds, "searched": searched, "offered": offered}
+    log.info("suggestions: %d for %d issues (%d searches, %.1f s)", offered, len(issues), search.searched, seconds)
+    return {"seconds": seconds, "searched": search.searched, "offered": offered}

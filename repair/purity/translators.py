@@ -1,5 +1,5 @@
 """The interface every translator implements (Purity's view of a translator), and the table of recorded
-translations (`translator=table`). The translator classes are chosen in repair.nmt.backends."""
+translations (`translator=table`). The translator classes are chosen by name here (`make_translator`)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,16 @@ class Translator(ABC):
     @abstractmethod
     def translate(self, texts: list[str]) -> list[str]:
         ...
+
+    def why_no_search(self) -> str | None:
+        """Why this translator cannot run the lexically constrained search that suggestions need (None: it can).
+        Cheap: nothing is loaded."""
+        return f"translator={self.name} has no fairseq checkpoint to search"
+
+    def searcher(self, beam: int) -> tuple[object | None, str]:
+        """(what searches, a note for a suggestion's origin), or (None, why not). What searches offers
+        `translate_constrained(sources, constraints, **options)` and `tgt_codec` (see repair.nmt.constrained)."""
+        return None, self.why_no_search() or ""
 
 
 class MissingTranslations(UserError):
@@ -90,3 +100,22 @@ class TableTranslator(Translator):
             raise MissingTranslations(f"{len(missing)} of {len(set(texts))} texts have no translation: {where}",
                                       missing)
         return [self.table[t] for t in texts]
+
+
+# The `translator` config group: its name picks a translator class, its other keys go to the class (the one rule
+# of repair.registry). The model backends are named by where they live and imported only when chosen, so Purity
+# does not depend on them: Purity's CLI, the loop's stages and the benchmarks all build here.
+TRANSLATORS = {
+    "table": TableTranslator,
+    "fairseq": "repair.nmt.translator:FairseqTranslator",
+    "ctranslate2": "repair.nmt.ct2:CTranslate2Translator",
+}
+
+
+def make_translator(cfg, **overrides) -> Translator:
+    """A translator from its config group's plain values, with `overrides` (a checkpoint, resolved model files)
+    in the place of the config's keys."""
+    from repair.registry import build
+
+    return build("translator", TRANSLATORS, cfg, **overrides)
+

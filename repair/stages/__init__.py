@@ -75,7 +75,7 @@ class Translators:
         self.built: dict[str, "Translator"] = {}
 
     def _make(self, **model) -> "Translator":
-        from repair.nmt.backends import make_translator
+        from repair.purity.translators import make_translator
 
         return make_translator(self.cfg, **model, **self.overrides)
 

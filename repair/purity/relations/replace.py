@@ -313,7 +313,8 @@ class ReplaceRelation(Relation):
         if self._natural is None and self.corpus:
             lines = [line for path in self.corpus
                      for line in itertools.islice(read_text_lines(path), self.corpus_lines)]
-            self._natural = Natural(lines, **self._natural_options)
+            if lines or self.source == "vectors":  # an empty corpus only turns the other sources' filters off
+                self._natural = Natural(lines, **self._natural_options)
         return self._natural
 
     # ---- candidates

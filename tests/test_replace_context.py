@@ -96,6 +96,12 @@ def test_an_ignored_replacement_is_flagged(tmp_path):
     assert [s["translation"] for s in issue["sides"]] == ["老人卖了鱼。", "老人卖了鱼。"]
     assert issue["evidence"] == ["replacement ignored", "老", "年", "轻"] and issue["distance"] == 3
     assert issue["in_context"] == "noun phrase" and issue["phrases"] == ["The old man", "The young man"]
+    # the sample to judge shows the pair, both translations and the phrases it was judged by
+    from repair.purity.sample import sample
+
+    text = sample(tmp_path / "run", 5, 5, seed=1)
+    assert "Cases: 1 of 1 (seed 1)" in text and "Issues: 1 of 1 (seed 1)" in text
+    assert "noun phrase: The old man = 老人; The young man = 年轻人 | 3: replacement ignored 老 年 轻 |" in text
 
 
 def test_synonyms_translated_alike_are_no_issue(tmp_path):

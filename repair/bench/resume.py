@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", required=True, help="folder for the uninterrupted run (ref) and the rounds")
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--kills", type=int, default=2, help="kills per round, each inside another stage")
+    p.add_argument("--stages", default=None, help="comma-separated stages to kill in (default: every stage)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600, help="seconds a loop run may take")
     p.add_argument("overrides", nargs="*", help="the loop's overrides (after --)")
@@ -143,7 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     ref_report = reference(args.overrides, out, args.timeout)
     ref = figures(out / "ref")
-    stages = [s for s in ref_report["seconds"] if s != "train" or ref_report["seconds"][s] > 1]
+    stages = args.stages.split(",") if args.stages else list(ref_report["seconds"])
     rng = random.Random(args.seed)
     rows, turn = [], 0
     for r in range(1, args.rounds + 1):

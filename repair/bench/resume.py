@@ -1,4 +1,4 @@
-"""`python -m repair.bench resume --out DIR [--rounds N] [--kills K] [--seed S] -- LOOP_OVERRIDES...`
+"""`python -m repair.bench resume --out DIR [--rounds N] [--kills K] [--stages A,B] [--seed S] -- LOOP_OVERRIDES...`
 
 Kill rounds: is a resumed loop run exact? The loop is run once uninterrupted (DIR/ref, reused when its
 report is there), then N times into DIR/roundR, each killed K times with SIGKILL of its whole process group

@@ -132,6 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench resume", description=__doc__.split("\n\n")[1])
     p.add_argument("--out", required=True, help="folder for the uninterrupted run (ref) and the rounds")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--first", type=int, default=1, help="number of the first round (more rounds into the same --out)")
     p.add_argument("--kills", type=int, default=2, help="kills per round, each inside another stage")
     p.add_argument("--stages", default=None, help="comma-separated stages to kill in (default: every stage)")
     p.add_argument("--seed", type=int, default=1)
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> None:
     stages = args.stages.split(",") if args.stages else list(ref_report["seconds"])
     rng = random.Random(args.seed)
     rows, turn = [], 0
-    for r in range(1, args.rounds + 1):
+    for r in range(args.first, args.first + args.rounds):
         run_dir = out / f"round{r}"
         if run_dir.exists():
             raise UserError(f"{run_dir} exists: give another --out or remove it")

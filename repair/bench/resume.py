@@ -152,8 +152,7 @@ def main(argv: list[str] | None = None) -> None:
         run_dir = out / f"round{r}"
         if run_dir.exists():
             raise UserError(f"{run_dir} exists: give another --out or remove it")
-        order = [s for i, s in enumerate(stages) if i >= turn % len(stages)] + stages[: turn % len(stages)]
-        targets = order[: args.kills]
+        targets = [stages[(turn + i) % len(stages)] for i in range(args.kills)]
         turn += args.kills
         started = time.time()
         row = {"round": r, **kill_round(args.overrides, run_dir, targets, ref_report["seconds"], rng, args.timeout)}

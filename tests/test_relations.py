@@ -52,7 +52,7 @@ def test_the_registry_names_the_relations_and_refuses_others():
     assert isinstance(rti, RTIRelation) and isinstance(replace, ReplaceRelation)
     with pytest.raises(UserError, match=r"purity.relations=\['rti', 'sit'\]: choose one or more of rti, replace"):
         make_relations(["rti", "sit"])
-    with pytest.raises(UserError, match=r"purity.replace has no option 'bogus' \(its options: unit, .*mlm_model\)"):
+    with pytest.raises(UserError, match=r"purity.replace has no option 'bogus' \(its options: unit, .*mlm_model, .*tagger\)"):
         make_relations(["replace"], options={"replace": {"bogus": 1}})
     with pytest.raises(UserError, match=r"purity.rti has no option 'per_word' \(its options: unit, max_words, "):
         make_relations(["rti"], options={"rti": {"per_word": 2}})
@@ -108,7 +108,7 @@ def test_replace_distance_is_what_changed_beyond_the_replaced_word():
 def test_replace_filters_part_of_speech_article_context_and_names(tmp_path):
     corpus = tmp_path / "corpus.en"
     corpus.write_text("The old farmer sold apples .\nthe busy port was full\n", encoding="utf-8")
-    relation = ReplaceRelation(corpus=str(corpus), per_word=3)
+    relation = ReplaceRelation(corpus=str(corpus), per_word=3, candidates="context")
     cases = relation.cases(PARSED)
     mutants = {c.sides[1][1] for c in cases}
     # fisherman -> farmer: seen beside both neighbours in the corpus ("old farmer", "farmer sold")
@@ -151,7 +151,7 @@ def test_replace_lexicon_source_and_bad_options(tmp_path):
         ReplaceRelation(candidates="lexicon", lexicon=str(lexicon))
     with pytest.raises(UserError, match="candidates=lexicon needs purity.replace.lexicon"):
         ReplaceRelation(candidates="lexicon")
-    with pytest.raises(UserError, match="candidates=.bert.: choose one of auto, context, lexicon, mlm"):
+    with pytest.raises(UserError, match="candidates=.bert.: choose one of auto, vectors, context, lexicon, mlm"):
         ReplaceRelation(candidates="bert")
     with pytest.raises(UserError, match="per_word=0"):
         ReplaceRelation(per_word=0)

@@ -1,4 +1,4 @@
-"""`python -m repair.bench resume --out DIR [--rounds N] [--kills K] [--seed S] -- LOOP_OVERRIDES...`
+"""`python -m repair.bench resume --out DIR [--rounds N] [--kills K] [--stages A,B] [--seed S] -- LOOP_OVERRIDES...`
 
 Kill rounds: is a resumed loop run exact? The loop is run once uninterrupted (DIR/ref, reused when its
 report is there), then N times into DIR/roundR, each killed K times with SIGKILL of its whole process group
@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench resume", description=__doc__.split("\n\n")[1])
     p.add_argument("--out", required=True, help="folder for the uninterrupted run (ref) and the rounds")
     p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--first", type=int, default=1, help="number of the first round (more rounds into the same --out)")
     p.add_argument("--kills", type=int, default=2, help="kills per round, each inside another stage")
+    p.add_argument("--stages", default=None, help="comma-separated stages to kill in (default: every stage)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600, help="seconds a loop run may take")
     p.add_argument("overrides", nargs="*", help="the loop's overrides (after --)")
@@ -143,15 +145,14 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     ref_report = reference(args.overrides, out, args.timeout)
     ref = figures(out / "ref")
-    stages = [s for s in ref_report["seconds"] if s != "train" or ref_report["seconds"][s] > 1]
+    stages = args.stages.split(",") if args.stages else list(ref_report["seconds"])
     rng = random.Random(args.seed)
     rows, turn = [], 0
-    for r in range(1, args.rounds + 1):
+    for r in range(args.first, args.first + args.rounds):
         run_dir = out / f"round{r}"
         if run_dir.exists():
             raise UserError(f"{run_dir} exists: give another --out or remove it")
-        order = [s for i, s in enumerate(stages) if i >= turn % len(stages)] + stages[: turn % len(stages)]
-        targets = order[: args.kills]
+        targets = [stages[(turn + i) % len(stages)] for i in range(args.kills)]
         turn += args.kills
         started = time.time()
         row = {"round": r, **kill_round(args.overrides, run_dir, targets, ref_report["seconds"], rng, args.timeout)}

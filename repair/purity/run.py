@@ -124,7 +124,7 @@ def detect(relations: Sequence[Relation], cases: list[Case], translation: dict[s
     for case in tqdm(cases, desc="check", unit="case", disable=None):
         f = figures[case.relation]
         f["cases"] += 1
-        if skip_latin and any(has_latin(translation[source]) for _, source in case.sides):
+        if skip_latin and any(has_latin(translation[text]) for text in case.texts):  # the sides and what judges them
             f["skipped"] += 1
             continue
         check = by_name[case.relation].check(case, translation)

@@ -1,24 +1,32 @@
 """Word replacement (the TransRepair / CAT family): replacing one noun or adjective of a sentence with another
 of the same part of speech that fits the context should change the translation only where that word is.
 
-A case is (original sentence, mutant). Its distance, in tokens (characters or jieba words, stop tokens left
-out): the tokens of the original's translation that the mutant's lacks, beyond those of the replaced word's own
-translation, plus the tokens of the mutant's translation that the original's lacks, beyond those of the new
-word's own translation. Each word is translated alone for this.
+A case is (original sentence, mutant). The replaced word is judged in context: a short phrase around it (its
+noun phrase, with determiner and modifiers, of at most `max_span` words; else the word with its neighbours; the
+bare word only when the sentence is no longer than that) is translated as it stands in the original and in the
+mutant, and W is what the original phrase's translation has that the mutant phrase's lacks, W' the reverse.
+Distance, in tokens (characters or jieba words, stop tokens left out): the tokens of the original's
+translation that the mutant's lacks beyond W, plus those of the mutant's translation that the original's lacks
+beyond W'. When the two translations are the same (whitespace aside) while W and W' differ, the replacement was
+ignored: the distance is |W| + |W'| and the evidence says "replacement ignored".
 
 Candidates, found offline:
-- `context` (`auto` without a lexicon): words tagged with the same part of speech in the sentences under test, ranked by how many
-  of the replaced word's two neighbours they are seen beside in the training corpus and the sentences under test.
+- `vectors` (`auto` with a corpus and no lexicon): the nearest neighbours of the word in word vectors trained on
+  the corpus (repair.purity.relations.natural), kept when the corpus mostly uses them with the word's tag.
+- `context` (`auto` without a lexicon or corpus): words tagged with the same part of speech in the sentences
+  under test, ranked by how many of the replaced word's two neighbours they are seen beside in the training
+  corpus and the sentences under test.
 - `lexicon` (`auto` with one): a JSONL file of interchangeable words, `{"tag": "NN", "words": [...]}` per line (the demo's grammar
   writes one); candidates are the other words of a group holding the word with the same tag, ranked as above.
 - `mlm`: a masked language model (`transformers` and a local model folder, `mlm_model=`), its proposals kept when
   seen with the same part of speech in the sentences under test.
 Filters: same Penn tag (NN, NNS, JJ: so a plural stays plural and the verb agrees), a lowercase alphabetic word of
 2+ letters that is not a stop word, an adjective only inside a noun phrase (attributive), "a"/"an" before it still
-right for the new word (by its first letter), a capitalized word only at the sentence's start, and the new word
+right for the new word (by its first letter), a capitalized word only at the sentence's start, the new word
 seen in at least `min_context` (default 2) of the word's two contexts, in the training corpus or the sentences
 under test: its left neighbour, and for an adjective the noun it modifies (seen right before it: the
-adjective-noun dependency), for a noun its right neighbour.
+adjective-noun dependency), for a noun its right neighbour; and, with a corpus, a trigram language model of it
+must not find the new word fitting its neighbours more than `lm_max_drop` nats per token worse than the old one.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -33,12 +42,13 @@ from repair.errors import UserError
 from repair.fileio import iter_jsonl, read_text_lines
 from repair.purity.check import DEFAULT_STOP_TOKENS, tokens
 from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
+from repair.purity.relations.natural import Natural, words_of
 from repair.purity.relations.rti import stopword_set
-from repair.purity.rti import Node, TreeSyntaxError, clean_tree, parse_tree
+from repair.purity.rti import Node, TreeSyntaxError, clean_tree, is_word, parse_tree, unescape
 
 
 TAGS = ("NN", "NNS", "JJ")
-SOURCES = ("auto", "context", "lexicon", "mlm")
+SOURCES = ("auto", "vectors", "context", "lexicon", "mlm")
 _WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\S")
 _ALPHA = re.compile(r"[a-z]{2,}")
 
@@ -89,6 +99,74 @@ def replace_word(sentence: str, word: str, nth: int, new: str) -> str | None:
         return None
     a, b = spans[nth]
     return sentence[:a] + new + sentence[b:]
+
+
+def np_ranges(tree: str) -> list[tuple[int, int]]:
+    """(start, end) leaf indexes of every noun phrase of a bracketed tree, leaves numbered as tagged_leaves does."""
+    node = clean_tree(parse_tree(tree))
+    out: list[tuple[int, int]] = []
+    count = 0
+
+    def walk(n: Node) -> None:
+        nonlocal count
+        start = count
+        for child in n.children:
+            if isinstance(child, Node):
+                walk(child)
+            else:
+                count += 1
+        if n.label == "NP":
+            out.append((start, count))
+
+    if node is not None:
+        walk(node)
+    return out
+
+
+def leaf_offsets(leaves: Sequence[str], sentence: str) -> list[tuple[int, int]] | None:
+    """(start, end) character offsets of each leaf in `sentence` (leaves spelled as written there, any spacing
+    between them), or None when the leaves do not spell the sentence."""
+    out, at = [], 0
+    for leaf in leaves:
+        text = unescape(leaf)
+        while at < len(sentence) and sentence[at].isspace():
+            at += 1
+        if not sentence.startswith(text, at):
+            return None
+        out.append((at, at + len(text)))
+        at += len(text)
+    return out
+
+
+def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
+                 max_span: int) -> tuple[str, int, int] | None:
+    """The phrase the word at leaf i is judged in: ("noun phrase", start, end) for the smallest noun phrase
+    holding it with 2 to `max_span` words, not the whole sentence; else ("neighbours", start, end): the word
+    with the words next to it, fewer when they would make the whole sentence; None when no such span exists."""
+    words = [k for k, leaf in enumerate(leaves) if is_word(leaf)]
+
+    def ok(a: int, b: int) -> bool:
+        inside = [k for k in words if a <= k < b]
+        return 2 <= len(inside) <= max_span and len(inside) < len(words)
+
+    def trimmed(a: int, b: int) -> tuple[int, int]:
+        while a < b and not is_word(leaves[a]):
+            a += 1
+        while b > a and not is_word(leaves[b - 1]):
+            b -= 1
+        return a, b
+
+    for a, b in sorted((r for r in nps if r[0] <= i < r[1]), key=lambda r: r[1] - r[0]):
+        a, b = trimmed(a, b)
+        if ok(a, b):
+            return "noun phrase", a, b
+    left = max((k for k in words if k < i), default=None)
+    right = min((k for k in words if k > i), default=None)
+    for a, b in ((left, right), (left, None), (None, right)):
+        a, b = (i if a is None else a), (i if b is None else b) + 1
+        if (a, b) != (i, i + 1) and ok(a, b):
+            return "neighbours", a, b
+    return None
 
 
 class ContextIndex:
@@ -163,6 +241,24 @@ class MaskedLM:
         return [self.tokenizer.decode([i]).strip() for i in ids]
 
 
+@dataclass
+class Slot:
+    """A replaceable word of a sentence under test and what is known of it."""
+
+    k: int                 # the sentence's index
+    i: int                 # the word's leaf index
+    tag: str
+    leaf: str              # as the sentence writes it
+    word: str              # lowercased at the sentence's start
+    left: str | None
+    right: str | None
+    head: str | None       # the noun an attributive adjective modifies
+    at: tuple[int, int] | None           # its characters in the sentence
+    span: tuple[str, int, int] | None    # (kind, first, last character) of the phrase it is judged in
+    governor: tuple[int, int] | None     # leaves from a noun to its nearest content word outside its phrase
+    proposals: list[str]
+
+
 class ReplaceRelation(Relation):
     name = "replace"
     description = "replacing one noun or adjective by a close one changes the translation only there"
@@ -174,33 +270,52 @@ class ReplaceRelation(Relation):
                  stopwords: str | Path | Iterable[str] | None = None, candidates: str = "auto",
                  lexicon: str | None = None, corpus: str | Sequence[str] | None = None, corpus_lines: int = 200000,
                  per_word: int = 2, max_mutants: int = 4, min_context: int = 2, tags: Sequence[str] = TAGS,
-                 mlm_model: str | None = None):
+                 mlm_model: str | None = None, neighbours: int = 50, lm_max_drop: float | None = 1.5,
+                 max_span: int = 5, near: int = 4, cache_dir: str | None = None, tagger: str | None = None):
         if candidates not in SOURCES:
             raise UserError(f"purity.replace.candidates={candidates!r}: choose one of {', '.join(SOURCES)}")
+        self.corpus = [corpus] if isinstance(corpus, (str, Path)) else list(corpus or [])
         if candidates == "auto":
-            candidates = "lexicon" if lexicon else "context"
+            candidates = "lexicon" if lexicon else "vectors" if self.corpus else "context"
         if candidates == "lexicon" and not lexicon:
             raise UserError("purity.replace.candidates=lexicon needs purity.replace.lexicon=FILE.jsonl")
+        if candidates == "vectors" and not self.corpus:
+            raise UserError("purity.replace.candidates=vectors needs an English corpus: purity.replace.corpus=FILE "
+                            "(the loop gives its training English)")
         bad = [t for t in tags if t not in TAGS]
         if bad:
             raise UserError(f"purity.replace.tags: {bad} not supported; choose among {', '.join(TAGS)}")
         for key, value, least in (("per_word", per_word, 1), ("max_mutants", max_mutants, 1),
-                                  ("min_context", min_context, 0), ("corpus_lines", corpus_lines, 0)):
+                                  ("min_context", min_context, 0), ("corpus_lines", corpus_lines, 0),
+                                  ("neighbours", neighbours, 1), ("max_span", max_span, 2), ("near", near, 0)):
             if not isinstance(value, int) or value < least:
                 raise UserError(f"purity.replace.{key}={value!r}: give a whole number >= {least}")
         if min_context > 2:
             raise UserError(f"purity.replace.min_context={min_context}: a word has two neighbours; give 0, 1 or 2")
+        if lm_max_drop is not None and not isinstance(lm_max_drop, (int, float)):
+            raise UserError(f"purity.replace.lm_max_drop={lm_max_drop!r}: give a number (nats per token) or null")
         self.unit = unit
         self.stop_tokens = frozenset(stop_tokens)
         self.stopwords = stopword_set(stopwords)
         self.source = candidates
         self.lexicon = read_lexicon(lexicon) if lexicon else None
-        self.corpus = [corpus] if isinstance(corpus, (str, Path)) else list(corpus or [])
         self.corpus_lines = corpus_lines
         self.per_word, self.max_mutants, self.min_context = per_word, max_mutants, min_context
         self.tags = tuple(tags)
         self.mlm = MaskedLM(mlm_model) if candidates == "mlm" else None
+        self.lm_max_drop, self.max_span, self.near = lm_max_drop, max_span, near
+        self._natural_options = {"cache_dir": cache_dir, "tagger": tagger, "neighbours": neighbours}
+        self._natural: Natural | None = None
         self._counts: dict = {}
+
+    def natural(self) -> Natural | None:
+        """Vectors, tags and the language model of the corpus (None without a corpus), built on first use."""
+        if self._natural is None and self.corpus:
+            lines = [line for path in self.corpus
+                     for line in itertools.islice(read_text_lines(path), self.corpus_lines)]
+            if lines or self.source == "vectors":  # an empty corpus only turns the other sources' filters off
+                self._natural = Natural(lines, **self._natural_options)
+        return self._natural
 
     # ---- candidates
 
@@ -212,15 +327,15 @@ class ReplaceRelation(Relation):
                     by_tag[tag][word] += 1
         return by_tag
 
-    def _index(self, leaves_per_sentence: list[list[tuple]], asked: list[tuple]) -> ContextIndex:
+    def _index(self, leaves_per_sentence: list[list[tuple]], slots: list[Slot]) -> ContextIndex:
         """Reads the sentences and the corpus once, for the pairs the candidates need."""
         pairs, words = set(), set()
-        for _, _, left, right, head, proposals in asked:
-            after = head if head is not None else right
-            for new in proposals:
+        for slot in slots:
+            after = slot.head if slot.head is not None else slot.right
+            for new in slot.proposals:
                 words.add(new)
-                if left is not None:
-                    pairs.add((left.lower(), new))
+                if slot.left is not None:
+                    pairs.add((slot.left.lower(), new))
                 if after is not None:
                     pairs.add((new, after.lower()))
         index = ContextIndex(pairs, words)
@@ -232,22 +347,125 @@ class ReplaceRelation(Relation):
         return index
 
     @staticmethod
-    def _score(index: ContextIndex, left: str | None, new: str, right: str | None, head: str | None) -> int:
+    def _score(index: ContextIndex, slot: Slot, new: str) -> int:
         """How many of the word's contexts the new word is seen in: its left neighbour, and for an attributive
         adjective the noun it modifies (seen right after it), for any other word its right neighbour."""
-        after = head if head is not None else right
-        return ((left is not None and (left.lower(), new) in index.seen)
+        after = slot.head if slot.head is not None else slot.right
+        return ((slot.left is not None and (slot.left.lower(), new) in index.seen)
                 + (after is not None and (new, after.lower()) in index.seen))
 
     def _replaceable(self, word: str) -> bool:
         return bool(_ALPHA.fullmatch(word)) and word not in self.stopwords
 
-    def _proposals(self, tag: str, word: str, by_tag: dict[str, Counter], sentence: str, nth: int) -> list[str]:
+    def _proposals(self, slot: Slot, by_tag: dict[str, Counter], sentence: str, nth: int,
+                   filtered: Counter) -> list[str]:
         if self.source == "lexicon":
-            return list(self.lexicon.get((tag, word), []))
+            return list(self.lexicon.get((slot.tag, slot.word), []))
         if self.source == "mlm":
-            return [w for w in self.mlm.propose(sentence, word, nth) if w in by_tag[tag]]
-        return list(by_tag[tag])
+            return [w for w in self.mlm.propose(sentence, slot.word, nth) if w in by_tag[slot.tag]]
+        if self.source == "vectors":
+            natural = self.natural()
+            similar = natural.similar(slot.word)
+            if not similar:
+                filtered["unknown word"] += 1
+            filtered["considered"] += len(similar)
+            kept = [w for w in similar if natural.has_tag(w, slot.tag)]
+            filtered["pos"] += len(similar) - len(kept)
+            return kept
+        return list(by_tag[slot.tag])
+
+    def _slots(self, p: Parsed, k: int, leaves: list[tuple], by_tag: dict[str, Counter], filtered: Counter) -> list[Slot]:
+        """The sentence's replaceable words, each with its proposals past the word and article filters."""
+        names = [w for _, w, _ in leaves]
+        offsets = leaf_offsets(names, p.sentence)
+        nps = np_ranges(p.tree)
+        out, seen_word = [], Counter()
+        for i, (tag, leaf, head) in enumerate(leaves):
+            nth = seen_word[leaf]
+            seen_word[leaf] += 1
+            word = leaf.lower() if i == 0 else leaf
+            if tag not in self.tags or not self._replaceable(word):
+                continue
+            if tag == "JJ" and head is None:
+                filtered["predicative"] += 1  # an adjective outside a noun phrase ("was hungry"): left alone
+                continue
+            span = context_span(i, names, nps, self.max_span) if offsets else None
+            slot = Slot(k, i, tag, leaf, word, names[i - 1] if i > 0 else None,
+                        names[i + 1] if i + 1 < len(leaves) else None, names[head] if head is not None else None,
+                        offsets[i] if offsets else None,
+                        (span[0], offsets[span[1]][0], offsets[span[2] - 1][1]) if span else None,
+                        self._governor(i, names, nps) if tag in NOUN_TAGS else (i, head + 1), [])
+            for new in dict.fromkeys(self._proposals(slot, by_tag, p.sentence, nth, filtered)):
+                if new == word or not self._replaceable(new):
+                    filtered["word"] += 1
+                elif slot.left is not None and slot.left.lower() in ("a", "an") and not article_fits(slot.left, new):
+                    filtered["article"] += 1
+                else:
+                    slot.proposals.append(new)
+            out.append(slot)
+        return out
+
+    def _governor(self, i: int, names: Sequence[str], nps: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
+        """The leaves from a noun to the nearest content word (a lowercase alphabetic non-stop word) outside the
+        smallest noun phrase holding it: before it (the verb or the noun a preposition hangs from), else after
+        it; None if there is none."""
+        a, b = min((r for r in nps if r[0] <= i < r[1]), key=lambda r: r[1] - r[0], default=(i, i + 1))
+        for k in itertools.chain(range(a - 1, -1, -1), range(b, len(names))):
+            if self._replaceable(names[k].lower()):
+                return (k, i + 1) if k < i else (i, k + 1)
+        return None
+
+    def _seen_with_governor(self, p: Parsed, slot: Slot, new: str, filtered: Counter) -> bool:
+        """Whether the corpus has the new word as the mutant uses it with the word governing it: the words from
+        one to the other, verbatim when they are at most `near` + 1, else the two at most `near` apart."""
+        natural = self.natural()
+        if not self.near or natural is None or slot.governor is None:
+            return True
+        a, b = slot.governor
+        names = [w.lower() for w in self._names[slot.k][a:b]]
+        names[slot.i - a] = new
+        if len(names) <= self.near + 1:
+            seen = natural.seen_phrase(words_of(" ".join(names)))
+        else:
+            seen = natural.seen_near(names[0], names[-1], self.near)
+        if not seen:
+            filtered["governor"] += 1
+        return seen
+
+    def _case(self, p: Parsed, slot: Slot, new: str, nth: int) -> tuple[Case, int] | None:
+        """The case replacing the slot's word by `new`, and where the new word starts in the mutant."""
+        written = new[0].upper() + new[1:] if slot.leaf[0].isupper() else new
+        if slot.at is not None:
+            s, e = slot.at
+            mutant = p.sentence[:s] + written + p.sentence[e:]
+        else:
+            mutant = replace_word(p.sentence, slot.leaf, nth, written)
+            if mutant is None:
+                return None
+            s = [m.start() for m in re.finditer(r"(?<![\w'-])" + re.escape(slot.leaf) + r"(?![\w-])",
+                                                p.sentence)][nth]
+            e = s + len(slot.leaf)
+        if mutant == p.sentence:
+            return None
+        info = {"replaced": [slot.word, new], "tag": slot.tag}
+        if slot.span is not None:
+            kind, a, b = slot.span
+            phrases = (p.sentence[a:b], p.sentence[a:s] + written + p.sentence[e:b])
+            info.update(in_context=kind, phrases=list(phrases))
+        else:
+            phrases = (slot.word, new)
+            info["in_context"] = "word"
+        return Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
+                    (p.sentence, mutant, *phrases), info), s
+
+    def _natural_enough(self, p: Parsed, mutant: str, at: int, filtered: Counter) -> bool:
+        natural = self.natural()
+        if self.lm_max_drop is None or natural is None:
+            return True
+        if natural.drop(p.sentence, mutant, at) > self.lm_max_drop:
+            filtered["lm"] += 1
+            return False
+        return True
 
     def cases(self, parsed: Sequence[Parsed]) -> list[Case]:
         leaves_per_sentence = []
@@ -257,58 +475,44 @@ class ReplaceRelation(Relation):
             except TreeSyntaxError as e:
                 raise UserError(f"{p.where}: the tree for this sentence cannot be read ({e}): {p.tree[:120]!r}") from None
         by_tag = self._vocabulary(leaves_per_sentence)
+        self._names = [[w for _, w, _ in leaves] for leaves in leaves_per_sentence]
         filtered = Counter()
-        asked = []  # (sentence index, leaf index, left, right, head, proposals) per replaceable word
-        for k, (p, leaves) in enumerate(zip(parsed, leaves_per_sentence)):
-            seen_word: Counter = Counter()
-            for i, (tag, leaf, head) in enumerate(leaves):
-                nth = seen_word[leaf]
-                seen_word[leaf] += 1
-                word = leaf.lower() if i == 0 else leaf
-                if tag not in self.tags or not self._replaceable(word):
-                    continue
-                if tag == "JJ" and head is None:
-                    filtered["predicative"] += 1  # an adjective outside a noun phrase ("was hungry"): left alone
-                    continue
-                left = leaves[i - 1][1] if i > 0 else None
-                right = leaves[i + 1][1] if i + 1 < len(leaves) else None
-                proposals = []
-                for new in dict.fromkeys(self._proposals(tag, word, by_tag, p.sentence, nth)):
-                    if new == word or not self._replaceable(new):
-                        filtered["word"] += 1
-                    elif left is not None and left.lower() in ("a", "an") and not article_fits(left, new):
-                        filtered["article"] += 1
-                    else:
-                        proposals.append(new)
-                asked.append((k, i, left, right, leaves[head][1] if head is not None else None, proposals))
-        index = self._index(leaves_per_sentence, asked)
+        slots = [slot for k, (p, leaves) in enumerate(zip(parsed, leaves_per_sentence))
+                 for slot in self._slots(p, k, leaves, by_tag, filtered)]
+        index = self._index(leaves_per_sentence, slots)
         out: dict[str, Case] = {}
         made = Counter()
-        for k, i, left, right, head, proposals in asked:
-            p, (tag, leaf, _) = parsed[k], leaves_per_sentence[k][i]
-            if made[k] >= self.max_mutants:
+        for slot in slots:
+            p = parsed[slot.k]
+            if made[slot.k] >= self.max_mutants:
                 continue
-            word = leaf.lower() if i == 0 else leaf
-            nth = sum(1 for _, w, _ in leaves_per_sentence[k][:i] if w == leaf)
+            nth = sum(1 for _, w, _ in leaves_per_sentence[slot.k][:slot.i] if w == slot.leaf)
             ranked = []
-            for new in proposals:
-                score = self._score(index, left, new, right, head)
+            for order, new in enumerate(slot.proposals):
+                score = self._score(index, slot, new)
                 if score < self.min_context:
                     filtered["context"] += 1
                 else:
-                    ranked.append((-score, -index.freq[new], new))
-            for _, _, new in sorted(ranked)[:self.per_word]:
-                written = new[0].upper() + new[1:] if leaf[0].isupper() else new
-                mutant = replace_word(p.sentence, leaf, nth, written)
-                if mutant is None or mutant == p.sentence:
-                    filtered["not found"] += 1
+                    tie = order if self.source == "vectors" else -index.freq[new]
+                    ranked.append((-score, tie, new))
+            kept = 0
+            for _, _, new in sorted(ranked):
+                if kept >= self.per_word:
+                    break
+                if not self._seen_with_governor(p, slot, new, filtered):
                     continue
-                case = Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
-                            (p.sentence, mutant, word, new), {"replaced": [word, new], "tag": tag})
-                if case.id not in out:
-                    out[case.id] = case
-                    made[k] += 1
-        self._counts = {"mutants": len(out), "filtered": dict(filtered), "candidates": self.source}
+                built = self._case(p, slot, new, nth)
+                if built is None:
+                    filtered["not found"] += 1
+                elif self._natural_enough(p, built[0].sides[1][1], built[1], filtered) and built[0].id not in out:
+                    out[built[0].id] = built[0]
+                    made[slot.k] += 1
+                    kept += 1
+        considered = filtered.pop("considered", None)
+        self._counts = {"mutants": len(out), "candidates": self.source,
+                        **({"considered": considered} if considered is not None else {}),
+                        "filtered": dict(filtered),
+                        "in_context": dict(Counter(c.info["in_context"] for c in out.values()))}
         return list(out.values())
 
     # ---- distance
@@ -317,11 +521,18 @@ class ReplaceRelation(Relation):
         return Counter(t for t in tokens(text, self.unit) if t not in self.stop_tokens and not t.isspace())
 
     def check(self, case: Case, translation: Mapping[str, str]) -> Check:
-        original, mutant, word, new = case.texts
+        """W: what the original phrase's translation has that the mutant phrase's lacks, W' the reverse. Equal
+        translations while W and W' differ: the replacement was ignored (|W| + |W'|)."""
+        original, mutant, phrase, new_phrase = case.texts
+        x, y = self._bag(translation[phrase]), self._bag(translation[new_phrase])
+        w, w2 = x - y, y - x
+        if "".join(translation[original].split()) == "".join(translation[mutant].split()):
+            if not (w or w2):
+                return Check(0)
+            ignored = tuple(sorted(w.elements())) + tuple(sorted(w2.elements()))
+            return Check(len(ignored), ("replacement ignored", *ignored))
         a, b = self._bag(translation[original]), self._bag(translation[mutant])
-        lost = a - b - self._bag(translation[word])
-        gained = b - a - self._bag(translation[new])
-        evidence = tuple(sorted(lost.elements())) + tuple(sorted(gained.elements()))
+        evidence = tuple(sorted((a - b - w).elements())) + tuple(sorted((b - a - w2).elements()))
         return Check(len(evidence), evidence)
 
     def counts(self) -> dict:

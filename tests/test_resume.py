@@ -46,7 +46,7 @@ def loop(args: list[str]) -> subprocess.Popen:
 
 
 def finish(proc: subprocess.Popen) -> None:
-    _, err = proc.communicate(timeout=900)
+    _, err = proc.communicate(timeout=2400)
     assert proc.returncode == 0, err[-3000:]
 
 

@@ -224,7 +224,7 @@ def test_references_cover_the_spans_spacy_cuts(tmp_path):
     coverage = span_coverage(sentences, load_references(tmp_path / "references.jsonl"), data_dir=tmp_path)
     assert coverage["sentences_with_reference"] == len(sentences)
     # the replacement relation's mutants (its lexicon, the raw training English here): the oracle can judge them
-    assert coverage["mutants"] >= 300
+    assert coverage["mutants"] >= 240  # 266 with the natural-candidate filters (governor phrase, LM), 300+ before them
     assert coverage["mutants_with_reference"] >= 0.98 * coverage["mutants"], coverage["mutants_missing"]
     assert coverage["texts"] >= 200   # rich NPs: well over one RTI per sentence
     assert coverage["coverage"] >= 0.95, coverage["missing"]

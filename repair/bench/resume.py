@@ -64,6 +64,7 @@ class Loop:
     def __init__(self, overrides: list[str], run_dir: Path, log: Path):
         self.log = log
         self.file = log.open("a")
+        overrides = [o.replace("{run}", str(run_dir)) for o in overrides]  # a folder of each run's own, e.g. its data
         self.proc = subprocess.Popen([sys.executable, "-m", "repair.loop", *overrides, f"run_dir={run_dir}"],
                                      stdout=self.file, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -137,7 +138,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--stages", default=None, help="comma-separated stages to kill in (default: every stage)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--timeout", type=float, default=3600, help="seconds a loop run may take")
-    p.add_argument("overrides", nargs="*", help="the loop's overrides (after --)")
+    p.add_argument("overrides", nargs="*", help="the loop's overrides (after --); {run} stands for each run's folder "
+                                                "(data.dir={run}/data: each run prepares its own data)")
     args = p.parse_args(argv)
     if any(o.startswith("run_dir=") for o in args.overrides):
         raise UserError("resume benchmark: leave run_dir= out; the runs go under --out")

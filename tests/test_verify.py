@@ -111,3 +111,23 @@ def test_report_lists_regressions_by_their_sides():
     assert regressions_markdown([]) == []
     assert regressions_markdown([issue])[-1] == \
         f"- `{issue['id']}` rti: container “the red cat sat .” → 红色的猫坐着。 / rti “the red cat” → 红猫"
+
+
+def test_a_model_that_translates_a_held_out_text_as_nothing_is_compared_not_refused(tmp_path):
+    """The held-out runs' translations.tsv is the models' own output: an empty translation is a finding."""
+    from repair.fileio import write_json_atomic, write_jsonl_atomic, write_text_atomic
+    from repair.stages.verify import compare_models
+
+    dirs = (tmp_path / "before", tmp_path / "after")
+    for d, tr in zip(dirs, ("小鸟唱歌了。", "")):
+        d.mkdir()
+        write_jsonl_atomic(d / "pairs.jsonl", [])
+        write_jsonl_atomic(d / "issues.jsonl", [])
+        write_json_atomic(d / "summary.json", {"sentences": 1})
+        write_text_atomic(d / "translations.tsv", f"the small bird sang .\t{tr}\n")
+    bleu = (tmp_path / "b.txt", tmp_path / "a.txt")
+    for f in bleu:
+        write_text_atomic(f, "狗\n")
+    out = compare_models(dirs, bleu, ["狗"], ["dog"], {"the small bird sang .": "小鸟唱歌了。"}, worst=5)
+    assert out["heldout"]["sentences"] == 1
+    assert out["changes"]["changed"] == 1

@@ -59,7 +59,7 @@ def compare_models(heldout_dirs: tuple[Path, Path] | None, bleu_files: tuple[Pat
             **heldout_comparison(pair_ids, read_issues(before / "issues.jsonl"), read_issues(after / "issues.jsonl"),
                                  references),
         }
-        table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
+        table_before, table_after = (read_table(d / TRANSLATIONS, empty_ok=True) for d in (before, after))  # the models' own output
         refs = references or {}
         rows += [{"set": "heldout", "source": src, "reference": refs.get(src), "before": tr,
                   "after": table_after.get(src, "")} for src, tr in table_before.items()]
@@ -127,7 +127,7 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
 
         h = compared["heldout"]
         # held-out sentences are never fine-tuned on; their phrases may be, through corrections or replay
-        texts = read_table(heldout_dirs[0] / TRANSLATIONS)
+        texts = read_table(heldout_dirs[0] / TRANSLATIONS, empty_ok=True)
         h["texts"], h["texts_in_finetuning"] = len(texts), sum(t in tuned for t in texts)
         h["sentences_in_finetuning"] = sum(" ".join(t.split()) in tuned for t in heldout.sentences)
         log.info("held-out: %s -> %s issues (McNemar p = %.3g)", h["issues_before"], h["issues_after"], h["p_value"])
@@ -223,7 +223,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
         if pair_figures:
             generality["pairs"] = {k: pair_figures[k] for k in ("pairs", "issues_before", "issues_after", "resolved",
                                                                  "new", "p_value") if k in pair_figures}
-        table_before, table_after = read_table(before / TRANSLATIONS), read_table(after / TRANSLATIONS)
+        table_before, table_after = (read_table(d / TRANSLATIONS, empty_ok=True) for d in (before, after))  # the models' own output
         refs = heldout.references
         generality["exact"] = exact_generality(list(table_before), refs, table_before, table_after)
         kinds = text_kinds(pairs, heldout.sentences)

@@ -12,6 +12,12 @@ DEFAULT_STOP_TOKENS = ("“", "”", "，", "·", ",", "的", "了", "'", '"', "
 _LATIN = re.compile("[a-z]")
 
 
+def squeeze(text: str | None) -> str:
+    """A translation without its whitespace: two translations that differ only in spaces are the same
+    (None, a text with no translation, is the empty text)."""
+    return "".join((text or "").split())
+
+
 def tokens(text: str, unit: str = "char") -> list[str]:
     """Characters (`char`, the reference for Chinese) or jieba words (`word`)."""
     if unit == "char":

@@ -499,8 +499,7 @@ class CTranslate2Translator(Translator):
                 for n in lengths]
 
     def why_no_search(self) -> str | None:
-        files = getattr(self, "files", None)
-        if files is None or not getattr(files, "checkpoint", None) or not str(files.checkpoint).endswith(".pt"):
+        if not str(self.files.checkpoint or "").endswith(".pt"):  # model_dir=: converted elsewhere
             return f"translator={self.name} has no fairseq checkpoint to search"
         return None
 
@@ -511,9 +510,7 @@ class CTranslate2Translator(Translator):
             return None, why
         from repair.nmt.translator import FairseqTranslator
 
-        device = self.device if isinstance(self.device, str) else getattr(self.device, "type", "auto")
-        threads = (getattr(self, "threads", None) or 1) * (getattr(self, "workers", 1) or 1)
-        fs = FairseqTranslator(files=self.files, beam=beam, device=device, threads=threads)
+        fs = FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
         return fs, f", fairseq on the {self.name} model's checkpoint"
 
     def translate(self, texts: list[str]) -> list[str]:

@@ -252,7 +252,7 @@ def run_purity(
         **rti_limits(relations), "max_sentence_words": max_sentence_words,
         "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
     # after translating: what the translator measured and chose (CTranslate2: its compute type and fidelity)
-    summary["translator"] = translator.describe() if hasattr(translator, "describe") else {"name": translator.name}
+    summary["translator"] = translator.describe()
     if suggested is not None:
         summary["suggestions"] = suggested
     write_results(out, issues, translation, thresholds, summary)

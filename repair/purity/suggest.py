@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from repair.issues import best_suggestion  # noqa: F401 (where readers of suggestions find it)
+from repair.purity.check import squeeze
 from repair.purity.relations.base import Case, Relation
 
 log = logging.getLogger(__name__)
@@ -35,14 +36,6 @@ class Request:
     source: str
     constraints: tuple[str, ...]
     origin: str
-
-
-def searcher_for(translator, beam: int):
-    """(what searches, a note for the origin: empty for fairseq itself), or (None, why) when the translator has
-    no fairseq checkpoint to search (a table of translations, a converted model alone)."""
-    if not hasattr(translator, "searcher"):
-        return None, f"translator={getattr(translator, 'name', '?')} cannot search"
-    return translator.searcher(beam)
 
 
 def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
@@ -180,9 +173,9 @@ class Search:
         """The best hypothesis that makes the pair consistent, as the issue's suggestion for the side."""
         issue = self.issues[r.issue]
         case = self.cases[issue["id"]]
-        current = "".join(self.translation[r.source].split())
+        current = squeeze(self.translation[r.source])
         for h in hyps:
-            text = "".join(h.text.split())
+            text = squeeze(h.text)
             if not h.met or not text or text == current or (self.min_score is not None and h.score < self.min_score):
                 continue
             if len(text) < len(current) and is_subsequence(text, current):
@@ -239,9 +232,9 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     that gives an issue nothing, again with that issue's RTI's translation alone."""
     start = time.perf_counter()
     if not issues:
-        why = translator.why_no_search() if hasattr(translator, "why_no_search") else None
+        why = translator.why_no_search()
         return {"seconds": 0.0, "searched": 0, "offered": 0, **({"skipped": why} if why else {})}
-    fs, note = searcher_for(translator, beam)
+    fs, note = translator.searcher(beam)  # note: for the origin (empty for fairseq itself), or why none can search
     if fs is None:
         log.info("suggestions: none (%s)", note)
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}

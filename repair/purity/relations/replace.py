@@ -40,7 +40,7 @@ from typing import Iterable, Mapping, Sequence
 
 from repair.errors import UserError
 from repair.fileio import iter_jsonl, read_text_lines
-from repair.purity.check import DEFAULT_STOP_TOKENS, tokens
+from repair.purity.check import DEFAULT_STOP_TOKENS, squeeze, tokens
 from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
 from repair.purity.relations.natural import Natural, words_of
 from repair.purity.relations.rti import stopword_set
@@ -257,6 +257,7 @@ class Slot:
     span: tuple[str, int, int] | None    # (kind, first, last character) of the phrase it is judged in
     governor: tuple[int, int] | None     # leaves from a noun to its nearest content word outside its phrase
     proposals: list[str]
+    nth: int = 0           # how many times the sentence writes the same word before it
 
 
 class ReplaceRelation(Relation):
@@ -357,12 +358,12 @@ class ReplaceRelation(Relation):
     def _replaceable(self, word: str) -> bool:
         return bool(_ALPHA.fullmatch(word)) and word not in self.stopwords
 
-    def _proposals(self, slot: Slot, by_tag: dict[str, Counter], sentence: str, nth: int,
+    def _proposals(self, slot: Slot, by_tag: dict[str, Counter], sentence: str,
                    filtered: Counter) -> list[str]:
         if self.source == "lexicon":
             return list(self.lexicon.get((slot.tag, slot.word), []))
         if self.source == "mlm":
-            return [w for w in self.mlm.propose(sentence, slot.word, nth) if w in by_tag[slot.tag]]
+            return [w for w in self.mlm.propose(sentence, slot.word, slot.nth) if w in by_tag[slot.tag]]
         if self.source == "vectors":
             natural = self.natural()
             similar = natural.similar(slot.word)
@@ -394,8 +395,8 @@ class ReplaceRelation(Relation):
                         names[i + 1] if i + 1 < len(leaves) else None, names[head] if head is not None else None,
                         offsets[i] if offsets else None,
                         (span[0], offsets[span[1]][0], offsets[span[2] - 1][1]) if span else None,
-                        self._governor(i, names, nps) if tag in NOUN_TAGS else (i, head + 1), [])
-            for new in dict.fromkeys(self._proposals(slot, by_tag, p.sentence, nth, filtered)):
+                        self._governor(i, names, nps) if tag in NOUN_TAGS else (i, head + 1), [], nth)
+            for new in dict.fromkeys(self._proposals(slot, by_tag, p.sentence, filtered)):
                 if new == word or not self._replaceable(new):
                     filtered["word"] += 1
                 elif slot.left is not None and slot.left.lower() in ("a", "an") and not article_fits(slot.left, new):
@@ -432,18 +433,18 @@ class ReplaceRelation(Relation):
             filtered["governor"] += 1
         return seen
 
-    def _case(self, p: Parsed, slot: Slot, new: str, nth: int) -> tuple[Case, int] | None:
+    def _case(self, p: Parsed, slot: Slot, new: str) -> tuple[Case, int] | None:
         """The case replacing the slot's word by `new`, and where the new word starts in the mutant."""
         written = new[0].upper() + new[1:] if slot.leaf[0].isupper() else new
         if slot.at is not None:
             s, e = slot.at
             mutant = p.sentence[:s] + written + p.sentence[e:]
         else:
-            mutant = replace_word(p.sentence, slot.leaf, nth, written)
+            mutant = replace_word(p.sentence, slot.leaf, slot.nth, written)
             if mutant is None:
                 return None
             s = [m.start() for m in re.finditer(r"(?<![\w'-])" + re.escape(slot.leaf) + r"(?![\w-])",
-                                                p.sentence)][nth]
+                                                p.sentence)][slot.nth]
             e = s + len(slot.leaf)
         if mutant == p.sentence:
             return None
@@ -486,7 +487,6 @@ class ReplaceRelation(Relation):
             p = parsed[slot.k]
             if made[slot.k] >= self.max_mutants:
                 continue
-            nth = sum(1 for _, w, _ in leaves_per_sentence[slot.k][:slot.i] if w == slot.leaf)
             ranked = []
             for order, new in enumerate(slot.proposals):
                 score = self._score(index, slot, new)
@@ -501,7 +501,7 @@ class ReplaceRelation(Relation):
                     break
                 if not self._seen_with_governor(p, slot, new, filtered):
                     continue
-                built = self._case(p, slot, new, nth)
+                built = self._case(p, slot, new)
                 if built is None:
                     filtered["not found"] += 1
                 elif self._natural_enough(p, built[0].sides[1][1], built[1], filtered) and built[0].id not in out:
@@ -526,7 +526,7 @@ class ReplaceRelation(Relation):
         original, mutant, phrase, new_phrase = case.texts
         x, y = self._bag(translation[phrase]), self._bag(translation[new_phrase])
         w, w2 = x - y, y - x
-        if "".join(translation[original].split()) == "".join(translation[mutant].split()):
+        if squeeze(translation[original]) == squeeze(translation[mutant]):
             if not (w or w2):
                 return Check(0)
             ignored = tuple(sorted(w.elements())) + tuple(sorted(w2.elements()))

@@ -21,8 +21,6 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Iterable, Sequence
 
-import numpy as np
-
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
 
@@ -183,21 +181,6 @@ class Natural:
         """The language model's per-token drop from `original` to `mutant`, the word changed at `char_at`."""
         i = len(WORD.findall(original[:char_at]))
         return self.lm.drop(words_of(original), words_of(mutant), i)
-
-    def context_fit(self, toks: Sequence[str], i: int, window: int = 5) -> float | None:
-        """How likely the skip-gram model finds token i's neighbours (within `window`, words it knows) given
-        token i: the mean log sigmoid of its vector against their output vectors; None when it knows none."""
-        model = self.vectors()
-        kv = model.wv
-        if toks[i] not in kv.key_to_index:
-            return None
-        around = [t for j, t in enumerate(toks[max(0, i - window):i + window + 1], max(0, i - window))
-                  if j != i and t in kv.key_to_index]
-        if not around:
-            return None
-        v = kv[toks[i]]
-        out = model.syn1neg[[kv.key_to_index[t] for t in around]]
-        return float(np.mean(-np.logaddexp(0, -(out @ v))))
 
     def seen_near(self, first: str, then: str, within: int = 4) -> int:
         """How many times the corpus has `then` at most `within` tokens after `first` (lowercased)."""

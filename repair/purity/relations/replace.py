@@ -42,14 +42,13 @@ from repair.errors import UserError
 from repair.fileio import iter_jsonl, read_text_lines
 from repair.purity.check import DEFAULT_STOP_TOKENS, squeeze, tokens
 from repair.purity.relations.base import Case, Check, Parsed, Relation, Role
-from repair.purity.relations.natural import Natural, words_of
+from repair.purity.relations.natural import WORD, Natural, words_of
 from repair.purity.relations.rti import stopword_set
 from repair.purity.rti import Node, TreeSyntaxError, clean_tree, is_word, parse_tree, unescape
 
 
 TAGS = ("NN", "NNS", "JJ")
 SOURCES = ("auto", "vectors", "context", "lexicon", "mlm")
-_WORD = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|\S")
 _ALPHA = re.compile(r"[a-z]{2,}")
 
 
@@ -184,7 +183,7 @@ class ContextIndex:
         self.seen.update(p for p in zip(words, words[1:]) if p in self.asked_pairs)
 
     def add_text(self, line: str) -> None:
-        self.add(_WORD.findall(line))
+        self.add(WORD.findall(line))
 
 
 def read_lexicon(path: str | Path) -> dict[tuple[str, str], list[str]]:

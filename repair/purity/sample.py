@@ -12,19 +12,12 @@ import random
 from pathlib import Path
 
 from repair.errors import UserError, exit_on_user_error
-from repair.fileio import read_jsonl, read_text_lines
+from repair.fileio import read_jsonl
+from repair.purity.translators import read_table
 
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _translations(run: Path) -> dict[str, str]:
-    out = {}
-    for line in read_text_lines(run / "translations.tsv"):
-        source, _, target = line.partition("\t")
-        out[source] = target
-    return out
 
 
 def sample(run: str | Path, cases: int, issues: int, seed: int, relation: str = "replace") -> str:
@@ -32,7 +25,7 @@ def sample(run: str | Path, cases: int, issues: int, seed: int, relation: str = 
     for name in ("pairs.jsonl", "issues.jsonl", "translations.tsv"):
         if not (run / name).is_file():
             raise UserError(f"{run / name}: not found; give the folder of a Purity run (its `out`)")
-    tr = _translations(run)
+    tr = read_table(run / "translations.tsv", empty_ok=True)
     pairs = [p for p in read_jsonl(run / "pairs.jsonl") if p["relation"] == relation]
     found = [i for i in read_jsonl(run / "issues.jsonl") if i["relation"] == relation]
     rng = random.Random(seed)

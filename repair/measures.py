@@ -13,24 +13,12 @@ Every function takes plain values; repair.stages.verify reads the files and call
 
 from __future__ import annotations
 
-import string
 from typing import Iterable, Mapping, Sequence
 
+from repair.purity.scoped import PUNCTUATION, contains_any, source_key  # noqa: F401 (used here and by callers)
 from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test, squeeze
 
 MCNEMAR = "McNemar exact (binomial on discordant sentences)"
-PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
-
-
-def source_key(text: str) -> str:
-    """English normalized for containment: lower case, tokens joined by one space."""
-    return " ".join(text.lower().split())
-
-
-def contains_any(text: str, sources: Iterable[str]) -> bool:
-    """Whether the English `text` contains one of `sources` (normalized keys) as a run of whole tokens."""
-    padded = f" {source_key(text)} "
-    return any(f" {s} " in padded for s in sources if s)
 
 
 # ---------------------------------------------------------------- generality

@@ -95,6 +95,7 @@ def cycle_summary(c: dict, threshold) -> dict:
             "best_valid_loss": ft["best_valid_loss"],
             "curve": ft.get("curve", []),
             "checkpoint": ft["best_checkpoint"],
+            **({"scope": ft["scope"]} if ft.get("scope") else {}),
         },
         regressions=verify["regressions"],
     )
@@ -217,6 +218,12 @@ def markdown(report: dict) -> str:
         )
         ft = r["finetune"]
         lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
+        if ft.get("scope"):
+            sc = ft["scope"]
+            reach = ("containing a corrected source" if sc["kind"] == "source" else
+                     f"holding {sc['share']:.0%} of a corrected source's content words")
+            lines.append(f"- A scoped edit (`finetune.scope={sc['kind']}`): the fine-tuned model translates the inputs "
+                         f"{reach} ({sc['sources']} corrected sources), the base model `{sc['fallback']}` all others")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
     lines += suggestions_markdown(r["review"].get("suggestions"))
     lines += translator_markdown(r.get("translator") or {})

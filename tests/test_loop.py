@@ -36,6 +36,7 @@ def small(shared: Path) -> list[str]:
         "data.build.n_valid=150",
         "data.build.n_test=120",
         "data.build.n_purity=60",
+        "data.holdout=0.3",  # the demo holds out 120 of its 225 sentences; this one has 60
         f"checkpoint_dir={shared}/base",
         "model.max_epoch=4",
         "finetune.max_epoch=4",
@@ -63,6 +64,10 @@ def finished_run(shared) -> Path:
     cfg = composed(small(shared) + [f"run_dir={run_dir}"])
     run_loop(cfg, run_dir)
     return run_dir
+
+
+def model_checkpoint(run_dir: Path) -> str:
+    return json.loads((run_dir / "model.json").read_text())["checkpoint"]
 
 
 def test_demo_loop_end_to_end(finished_run, shared):
@@ -138,6 +143,22 @@ def test_demo_loop_end_to_end(finished_run, shared):
     assert loc["chrf_delta_ci"][0] <= loc["chrf_delta"] <= loc["chrf_delta_ci"][1]
     assert report["bleu"]["excluded"] == 0 and report["bleu"]["lines"] == 120  # the demo's input is not its BLEU split
     assert "## Efficacy, generality, locality" in md
+    # the default fine-tune is a scoped edit: every BLEU-test line outside its scope keeps the base model's
+    # translation, character for character; the corrected sources are in it
+    from repair.data.prepare import read_clean_pairs
+    from repair.purity.scoped import scope_of
+
+    scope = scope_of(ft["checkpoint"])
+    assert scope is not None and ft["scope"] == {"kind": "words", "share": 1.0, "sources": len(corrected),
+                                                 "fallback": model_checkpoint(finished_run)}
+    covers = scope.covers()
+    assert all(covers(c) for c in corrected)
+    test_en = [en for en, _ in read_clean_pairs(shared / "data", "test")]
+    base, tuned = ((finished_run / f"cycle1/verify/bleu/{n}.txt").read_text(encoding="utf-8").splitlines()
+                   for n in ("base", "finetuned"))
+    outside = [k for k, en in enumerate(test_en) if not covers(en)]
+    assert outside and all(base[k] == tuned[k] for k in outside)
+    assert "A scoped edit (`finetune.scope=words`)" in md
     # the tested checkpoint is never modified by fine-tuning
     model = json.loads((finished_run / "model.json").read_text())
     import hashlib

@@ -15,6 +15,7 @@ from repair.purity.config import check_renamed, run_settings
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
+from repair.purity.scoped import served
 from repair.purity.translators import make_translator
 
 log = logging.getLogger("repair.purity")
@@ -58,7 +59,8 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
 def purity(cfg: DictConfig, out_dir: str) -> dict:
     started = time.perf_counter()
     parser = make_parser(OmegaConf.to_container(cfg.parser, resolve=True))
-    translator = make_translator(OmegaConf.to_container(cfg.translator, resolve=True))
+    translator_cfg = OmegaConf.to_container(cfg.translator, resolve=True)
+    translator = served(translator_cfg, make_translator(translator_cfg))  # a scoped edit with its base model
     init_seconds = time.perf_counter() - started
     lines = None
     if cfg.input is not None:

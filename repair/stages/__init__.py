@@ -80,19 +80,32 @@ class Translators:
         return make_translator(self.cfg, **model, **self.overrides)
 
     def __call__(self, model: "ModelFiles") -> "Translator":
-        from repair.nmt.preprocessing import OPTION_KEYS
+        """The model's translator; a scoped edit (scope.json beside its checkpoint, repair.purity.scoped) is
+        served with its base model outside the scope."""
+        from repair.purity.scoped import ScopedTranslator, scope_of
 
         if model.checkpoint not in self.built:
-            # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
-            self.built[model.checkpoint] = self._make(files=model, checkpoint=None, data_dir=None,
-                                                      **{k: None for k in OPTION_KEYS})
+            scope = scope_of(model.checkpoint)
+            edited = self.plain(model)
+            self.built[model.checkpoint] = edited if scope is None else ScopedTranslator(
+                edited, self(model.with_checkpoint(scope.fallback)), scope)
         return self.built[model.checkpoint]
+
+    def plain(self, model: "ModelFiles") -> "Translator":
+        """The model's own translator, whatever its scope (a scoped edit's fine-tuned weights alone)."""
+        from repair.nmt.preprocessing import OPTION_KEYS
+
+        key = f"{model.checkpoint}#plain"
+        if key not in self.built:
+            # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
+            self.built[key] = self._make(files=model, checkpoint=None, data_dir=None, **{k: None for k in OPTION_KEYS})
+        return self.built[key]
 
     def load(self, checkpoint: Path, data_dir: Path | None) -> "ModelFiles":
         """A checkpoint (file or model folder) loaded once, into its translator: its files, resolved
         from the group's preprocessing keys and data_dir, and checked against the checkpoint."""
         translator = self._make(checkpoint=str(checkpoint), data_dir=str(data_dir) if data_dir else None)
-        self.built[translator.files.checkpoint] = translator
+        self.built[translator.files.checkpoint] = self.built[f"{translator.files.checkpoint}#plain"] = translator
         return translator.files
 
 

@@ -38,6 +38,8 @@ class FinetuneSettings:
     pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
+    scope: str = "all"  # all | source | words: the inputs the fine-tuned model translates (repair.purity.scoped)
+    scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
 
 
 SELECT = ("loss", "corrections")
@@ -57,8 +59,17 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     select = ft.get("select") or "loss"
     if select not in SELECT:
         raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
+    from repair.purity.scoped import KINDS
+
+    scope = ft.get("scope") or "all"
+    if scope not in KINDS:
+        raise UserError(f"finetune.scope={scope!r}: choose one of {', '.join(KINDS)}")
+    share = float(ft.get("scope_share") or 1.0)
+    if not 0 < share <= 1:
+        raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
+                            scope=scope, scope_share=share,
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
@@ -174,8 +185,23 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
+        if settings.scope != "all":
+            result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings)
         write_json_atomic(result_path, result)
     return read_json(result_path)
+
+
+def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings) -> dict:
+    """finetune.scope: the scope of this fine-tune (every corrected source so far, the unedited base model for
+    the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
+    from repair.purity.scoped import SCOPE_FILE, extended, scope_of
+
+    scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(base.checkpoint),
+                     [c["source"] for c in corrections])
+    write_json_atomic(folder / SCOPE_FILE, scope.as_json())
+    log.info("fine-tune: a scoped edit (finetune.scope=%s): the fine-tuned model translates inputs in the scope of "
+             "%s corrected sources, %s the rest", scope.kind, len(scope.sources), scope.fallback)
+    return {"kind": scope.kind, "share": scope.share, "sources": len(scope.sources), "fallback": scope.fallback}
 
 
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],

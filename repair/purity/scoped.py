@@ -1,0 +1,194 @@
+"""A scoped edit: the fine-tuned model translates the inputs a repair is about, the base model everything else.
+
+Model editing keeps an edit local by deciding, per input, whether the edit applies (SERAC's scope classifier,
+GRACE's deferral radius); outside the scope the unedited model answers, so what was right stays right. Here the
+scope is read off the corrected English sources:
+
+- `source`: the input contains a corrected source as a run of whole tokens (case and spacing aside): the texts
+  the locality measure calls related;
+- `words`: the input contains at least `share` of some corrected source's content words (not stop words or
+  punctuation), in any order: wider, so that a fix can reach other phrasings of the same words.
+
+A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
+serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
+"""
+
+from __future__ import annotations
+
+import logging
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+from repair.errors import UserError
+from repair.purity.translators import Translator
+
+log = logging.getLogger(__name__)
+
+SCOPE_FILE = "scope.json"
+KINDS = ("all", "source", "words")
+PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
+
+
+def source_key(text: str) -> str:
+    """English normalized for containment: lower case, tokens joined by one space."""
+    return " ".join(text.lower().split())
+
+
+def contains_any(text: str, sources: Iterable[str]) -> bool:
+    """Whether the English `text` contains one of `sources` (normalized keys) as a run of whole tokens."""
+    padded = f" {source_key(text)} "
+    return any(f" {s} " in padded for s in sources if s)
+
+
+def content_words(text: str, stopwords: frozenset[str]) -> frozenset[str]:
+    return frozenset(w for w in source_key(text).split() if w not in stopwords and not set(w) <= PUNCTUATION)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which inputs an edit applies to (see the module's docstring)."""
+
+    kind: str
+    sources: tuple[str, ...]  # the corrected sources, normalized (source_key)
+    share: float = 1.0  # kind=words: the least share of a corrected source's content words an input must hold
+    fallback: str = ""  # the checkpoint that translates outside the scope (the unedited base model)
+
+    def __post_init__(self):
+        if self.kind not in KINDS[1:]:
+            raise UserError(f"scope kind {self.kind!r}: choose one of {', '.join(KINDS[1:])}")
+        if not 0 < self.share <= 1:
+            raise UserError(f"scope share {self.share}: give a number above 0 and at most 1")
+
+    def covers(self) -> "callable":
+        """A predicate on English texts: whether the edit applies to it."""
+        keys = [s for s in self.sources if s]
+        if self.kind == "source":
+            return lambda text: contains_any(text, keys)
+        from repair.purity.rti import english_stopwords
+
+        stop = english_stopwords()
+        wanted = [w for w in (content_words(s, stop) for s in keys) if w]
+
+        def covered(text: str) -> bool:
+            words = content_words(text, stop)
+            return any(len(w & words) >= self.share * len(w) for w in wanted)
+
+        return covered
+
+    def as_json(self) -> dict:
+        return {"kind": self.kind, "share": self.share, "fallback": self.fallback, "sources": list(self.sources)}
+
+    @classmethod
+    def read(cls, path: Path) -> "Scope":
+        from repair.fileio import read_json
+
+        raw = read_json(path)
+        try:
+            return cls(kind=raw["kind"], sources=tuple(raw["sources"]), share=float(raw.get("share", 1.0)),
+                       fallback=str(raw["fallback"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise UserError(f"{path}: not a scope file ({e}); it needs kind, sources and fallback") from None
+
+
+def scope_of(checkpoint: str | Path) -> Scope | None:
+    """The scope written beside a fine-tuned checkpoint, or None for a model that is not a scoped edit."""
+    path = Path(checkpoint).parent / SCOPE_FILE
+    return Scope.read(path) if path.is_file() else None
+
+
+def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str]) -> Scope:
+    """The scope of a fine-tune on `sources`: a model that is already a scoped edit keeps its fallback and adds
+    these sources to its own."""
+    keys = [source_key(s) for s in sources]
+    if previous is not None:
+        return Scope(kind, tuple(dict.fromkeys([*previous.sources, *keys])), share, previous.fallback)
+    return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint)
+
+
+class ScopedTranslator(Translator):
+    """The edited model's translation for the inputs in scope, the fallback model's for the others; each
+    group translated in one batch."""
+
+    name = "scoped"
+
+    def __init__(self, edited: Translator, fallback: Translator, scope: Scope):
+        self.edited, self.fallback, self.scope = edited, fallback, scope
+        self.covers = scope.covers()
+        self.routed = {"edited": 0, "fallback": 0}
+
+    def split(self, texts: Sequence[str]) -> list[bool]:
+        return [self.covers(t) for t in texts]
+
+    def translate(self, texts: list[str]) -> list[str]:
+        inside = self.split(texts)
+        self.routed["edited"] += sum(inside)
+        self.routed["fallback"] += len(texts) - sum(inside)
+        out: list[str] = [""] * len(texts)
+        for model, want in ((self.edited, True), (self.fallback, False)):
+            idx = [i for i, x in enumerate(inside) if x == want]
+            if idx:
+                for i, t in zip(idx, model.translate([texts[i] for i in idx])):
+                    out[i] = t
+        return out
+
+    def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
+        if name in ("edited", "fallback", "scope", "covers", "routed"):
+            raise AttributeError(name)
+        return getattr(self.edited, name)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "scope": {k: v for k, v in self.scope.as_json().items() if k != "sources"},
+                "corrected_sources": len(self.scope.sources), "routed": dict(self.routed),
+                "edited": self.edited.describe(), "fallback": self.fallback.describe()}
+
+    def why_no_search(self) -> str | None:
+        return self.edited.why_no_search() or self.fallback.why_no_search()
+
+    def searcher(self, beam: int):
+        edited, note = self.edited.searcher(beam)
+        fallback, why = self.fallback.searcher(beam)
+        if edited is None or fallback is None:
+            return None, note if edited is None else why
+        return _ScopedSearch(self, edited, fallback), note
+
+
+class _ScopedSearch:
+    """Constrained search routed as translation is: each source by the model that would translate it."""
+
+    def __init__(self, scoped: ScopedTranslator, edited, fallback):
+        self.scoped, self.edited, self.fallback = scoped, edited, fallback
+        self.tgt_codec = edited.tgt_codec
+
+    def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options) -> list:
+        inside = self.scoped.split(sources)
+        out: list = [None] * len(sources)
+        caps = options.pop("max_lengths", None)
+        for model, want in ((self.edited, True), (self.fallback, False)):
+            idx = [i for i, x in enumerate(inside) if x == want]
+            if idx:
+                got = model.translate_constrained([sources[i] for i in idx], [constraints[i] for i in idx],
+                                                  max_lengths=[caps[i] for i in idx] if caps is not None else None,
+                                                  **options)
+                for i, h in zip(idx, got):
+                    out[i] = h
+        return out
+
+
+def routed_counts(translator) -> Mapping[str, int] | None:
+    return dict(translator.routed) if isinstance(translator, ScopedTranslator) else None
+
+
+def served(cfg: dict, translator: Translator) -> Translator:
+    """`translator` as the model it loaded is meant to be served: a scoped edit's checkpoint (scope.json beside
+    it) with its fallback model, built from the same `translator` config, outside the scope; else as it is."""
+    files = getattr(translator, "files", None)
+    scope = scope_of(files.checkpoint) if files is not None else None
+    if scope is None:
+        return translator
+    from repair.purity.translators import make_translator
+
+    log.info("%s is a scoped edit: inputs outside the scope of its %s corrected sources go to %s",
+             files.checkpoint, len(scope.sources), scope.fallback)
+    return ScopedTranslator(translator, make_translator({**cfg, "checkpoint": scope.fallback}), scope)

@@ -241,6 +241,32 @@ def test_resume_after_kills_between_stages_and_inside_finetuning(finished_run, s
     assert report["finetune"]["epochs"] >= 1
 
 
+def test_purity_serves_a_scoped_edit_with_its_base_model(finished_run, shared, tmp_path):
+    """python -m repair.purity on a scoped fine-tune's checkpoint: inside the scope the fine-tuned model's
+    translation, outside it the base model's, as the loop's verify stage had them."""
+    best = json.loads((finished_run / "cycle1/finetune/result.json").read_text())["best_checkpoint"]
+    corrected = [json.loads(l)["source"] for l in (finished_run / "cycle1/review/corrections.jsonl").open()]
+    from repair.data.prepare import read_clean_pairs
+
+    test_en = [en for en, _ in read_clean_pairs(shared / "data", "test")][:6]
+    sentences = tmp_path / "in.txt"
+    sentences.write_text("\n".join(test_en) + "\n", encoding="utf-8")
+    out = tmp_path / "purity"
+    done = subprocess.run([sys.executable, "-m", "repair.purity", f"input={sentences}", "parser=spacy",
+                           "translator=fairseq", f"translator.checkpoint={best}", "translator.beam=2",
+                           "suggest.enabled=false", f"out={out}"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["translator"]["name"] == "scoped"
+    assert summary["translator"]["fallback"]["name"] == "fairseq" and summary["translator"]["corrected_sources"] == len(corrected)
+    base = (finished_run / "cycle1/verify/bleu/base.txt").read_text(encoding="utf-8").splitlines()
+    tuned = (finished_run / "cycle1/verify/bleu/finetuned.txt").read_text(encoding="utf-8").splitlines()
+    rows = dict(line.split("\t", 1) for line in (out / "translations.tsv").read_text(encoding="utf-8").splitlines())
+    for k, en in enumerate(test_en):
+        assert rows[" ".join(en.split())] == tuned[k]  # the loop's scoped model, base model outside the scope
+    assert any(base[k] == tuned[k] for k in range(6))
+
+
 def test_file_review_round_trip(shared, finished_run, tmp_path):
     run_dir = tmp_path / "file-review"
     args = small(shared) + [f"run_dir={run_dir}", "review=file"]
@@ -284,7 +310,7 @@ def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):
 
 def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path):
     # a job's folder is named by its overrides: fewer of them, to stay within a file name's 255 bytes
-    args = [a for a in small(shared) if not a.startswith(("finetune.max_epoch", "purity.relations"))]
+    args = [a for a in small(shared) if not a.startswith(("finetune.max_epoch", "purity.relations", "verify."))]
     done = run_cli(["-m", *args, "finetune.max_epoch=1", "finetune.lr=3e-4,1e-3", f"hydra.sweep.dir={tmp_path}"])
     assert done.returncode == 0, done.stderr[-3000:]
     reports = sorted(tmp_path.glob("*/report.json"))

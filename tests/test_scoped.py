@@ -62,7 +62,13 @@ def test_a_second_cycle_keeps_the_first_base_model_and_adds_its_corrections(tmp_
     assert second.fallback == "/m/base.pt"  # never the first fine-tuned model
     assert second.sources == ("three red apples", "the old teacher")
     (tmp_path / SCOPE_FILE).write_text(json.dumps(second.as_json()))
-    assert scope_of(tmp_path / "checkpoint_best.pt") == second
+    with pytest.raises(UserError, match="base model that translates outside the scope, /m/base.pt, is missing"):
+        scope_of(tmp_path / "checkpoint_best.pt")
+    (tmp_path / "base.pt").write_bytes(b"")
+    moved = extended(second, "words", 1.0, "", [])
+    moved = Scope(moved.kind, moved.sources, moved.share, str(tmp_path / "base.pt"))
+    (tmp_path / SCOPE_FILE).write_text(json.dumps(moved.as_json()))
+    assert scope_of(tmp_path / "checkpoint_best.pt") == moved
     assert scope_of(tmp_path / "elsewhere" / "checkpoint_best.pt") is None
     (tmp_path / SCOPE_FILE).write_text(json.dumps({"kind": "words"}))
     with pytest.raises(UserError, match="not a scope file"):

@@ -95,7 +95,13 @@ class Scope:
 def scope_of(checkpoint: str | Path) -> Scope | None:
     """The scope written beside a fine-tuned checkpoint, or None for a model that is not a scoped edit."""
     path = Path(checkpoint).parent / SCOPE_FILE
-    return Scope.read(path) if path.is_file() else None
+    if not path.is_file():
+        return None
+    scope = Scope.read(path)
+    if not Path(scope.fallback).exists():
+        raise UserError(f"{path}: the base model that translates outside the scope, {scope.fallback}, is missing; "
+                        f"put it back there, or write its new path as \"fallback\" in {path}")
+    return scope
 
 
 def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str]) -> Scope:

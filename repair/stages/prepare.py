@@ -85,5 +85,6 @@ DATA = {"demo": DemoData, "wmt18": Wmt18Data, "parallel": ParallelData}
 
 
 def run(data: dict, encode: bool = True, purity_input: str | None = None) -> Data:
-    """The `data` group's data set prepared in its folder (see DataSet.prepare)."""
-    return build("data", DATA, data).prepare(encode, purity_input)
+    """The `data` group's data set prepared in its folder (see DataSet.prepare). `holdout` is the loop's (the
+    default of purity.holdout for this data), not the data set's."""
+    return build("data", DATA, {k: v for k, v in data.items() if k != "holdout"}).prepare(encode, purity_input)

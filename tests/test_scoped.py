@@ -47,7 +47,7 @@ def test_routing_keeps_order_and_sends_each_text_to_one_model(tmp_path):
     base = TableTranslator(write_table(tmp_path / "base.tsv", {t: f"B:{t}" for t in texts}))
     scoped = ScopedTranslator(edited, base, Scope("source", SOURCES))
     assert scoped.translate(texts) == ["E:three red apples", "B:a blue car", "E:the old teacher sang", "B:a blue car"]
-    assert scoped.routed == {"edited": 2, "fallback": 2}
+    assert scoped.split(texts) == [True, False, True, False]
     d = scoped.describe()
     assert d["name"] == "scoped" and d["corrected_sources"] == 2 and d["fallback"]["name"] == "table"
     # nothing in scope: the fallback's translations exactly, so what was right stays right

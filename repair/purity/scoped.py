@@ -19,7 +19,7 @@ import logging
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable, Sequence
 
 from repair.errors import UserError
 from repair.purity.translators import Translator
@@ -122,15 +122,12 @@ class ScopedTranslator(Translator):
     def __init__(self, edited: Translator, fallback: Translator, scope: Scope):
         self.edited, self.fallback, self.scope = edited, fallback, scope
         self.covers = scope.covers()
-        self.routed = {"edited": 0, "fallback": 0}
 
     def split(self, texts: Sequence[str]) -> list[bool]:
         return [self.covers(t) for t in texts]
 
     def translate(self, texts: list[str]) -> list[str]:
         inside = self.split(texts)
-        self.routed["edited"] += sum(inside)
-        self.routed["fallback"] += len(texts) - sum(inside)
         out: list[str] = [""] * len(texts)
         for model, want in ((self.edited, True), (self.fallback, False)):
             idx = [i for i, x in enumerate(inside) if x == want]
@@ -140,13 +137,13 @@ class ScopedTranslator(Translator):
         return out
 
     def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
-        if name in ("edited", "fallback", "scope", "covers", "routed"):
+        if name in ("edited", "fallback", "scope", "covers"):
             raise AttributeError(name)
         return getattr(self.edited, name)
 
     def describe(self) -> dict:
         return {"name": self.name, "scope": {k: v for k, v in self.scope.as_json().items() if k != "sources"},
-                "corrected_sources": len(self.scope.sources), "routed": dict(self.routed),
+                "corrected_sources": len(self.scope.sources),
                 "edited": self.edited.describe(), "fallback": self.fallback.describe()}
 
     def why_no_search(self) -> str | None:
@@ -182,10 +179,6 @@ class _ScopedSearch:
         return out
 
 
-def routed_counts(translator) -> Mapping[str, int] | None:
-    return dict(translator.routed) if isinstance(translator, ScopedTranslator) else None
-
-
 def served(cfg: dict, translator: Translator) -> Translator:
     """`translator` as the model it loaded is meant to be served: a scoped edit's checkpoint (scope.json beside
     it) with its fallback model, built from the same `translator` config, outside the scope; else as it is."""
@@ -197,4 +190,9 @@ def served(cfg: dict, translator: Translator) -> Translator:
 
     log.info("%s is a scoped edit: inputs outside the scope of its %s corrected sources go to %s",
              files.checkpoint, len(scope.sources), scope.fallback)
-    return ScopedTranslator(translator, make_translator({**cfg, "checkpoint": scope.fallback}), scope)
+    # the base model has the fine-tuned one's preprocessing (a fine-tune keeps it), and a base checkpoint the loop
+    # trained has no dictionaries beside it: the fine-tuned model's files, on the base checkpoint
+    preprocessing = {k: None for k in getattr(type(translator), "extra_options", ())}
+    fallback = make_translator(cfg, files=files.with_checkpoint(scope.fallback), checkpoint=None, data_dir=None,
+                               **preprocessing)
+    return ScopedTranslator(translator, fallback, scope)

@@ -55,27 +55,12 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
                                               f"BLEU {fidelity['bleu_vs_fairseq']:.1f}")]
 
 
-def load(parser_cfg: dict, translator_cfg: dict):
-    """The parser and the translator (a scoped edit with its base model), loaded side by side: the translator in
-    a thread while the parser's model loads (both mostly wait on files and native code). spaCy is imported first,
-    so that it hides torch from thinc before the other thread may import torch (repair.purity.parsers.spacy)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    if parser_cfg.get("name") == "spacy":
-        from repair.purity.parsers.spacy import import_spacy
-
-        import_spacy()
-    with ThreadPoolExecutor(1, thread_name_prefix="load") as pool:
-        translator = pool.submit(lambda: served(translator_cfg, make_translator(translator_cfg)))
-        parser = make_parser(parser_cfg)
-        return parser, translator.result()
-
-
 @exit_on_user_error
 def purity(cfg: DictConfig, out_dir: str) -> dict:
     started = time.perf_counter()
-    parser, translator = load(OmegaConf.to_container(cfg.parser, resolve=True),
-                              OmegaConf.to_container(cfg.translator, resolve=True))
+    parser = make_parser(OmegaConf.to_container(cfg.parser, resolve=True))
+    translator_cfg = OmegaConf.to_container(cfg.translator, resolve=True)
+    translator = served(translator_cfg, make_translator(translator_cfg))  # a scoped edit with its base model
     init_seconds = time.perf_counter() - started
     lines = None
     if cfg.input is not None:

@@ -150,7 +150,7 @@ def test_demo_loop_end_to_end(finished_run, shared):
 
     scope = scope_of(ft["checkpoint"])
     assert scope is not None and ft["scope"] == {"kind": "words", "share": 1.0, "sources": len(corrected),
-                                                 "fallback": model_checkpoint(finished_run)}
+                                                 "fallback": str(Path(model_checkpoint(finished_run)).resolve())}
     covers = scope.covers()
     assert all(covers(c) for c in corrected)
     test_en = [en for en, _ in read_clean_pairs(shared / "data", "test")]

@@ -196,7 +196,7 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
     the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
     from repair.purity.scoped import SCOPE_FILE, extended, scope_of
 
-    scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(base.checkpoint),
+    scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
                      [c["source"] for c in corrections])
     write_json_atomic(folder / SCOPE_FILE, scope.as_json())
     log.info("fine-tune: a scoped edit (finetune.scope=%s): the fine-tuned model translates inputs in the scope of "

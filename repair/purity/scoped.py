@@ -19,7 +19,7 @@ import logging
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from repair.errors import UserError
 from repair.purity.translators import Translator
@@ -61,7 +61,7 @@ class Scope:
         if not 0 < self.share <= 1:
             raise UserError(f"scope share {self.share}: give a number above 0 and at most 1")
 
-    def covers(self) -> "callable":
+    def covers(self) -> Callable[[str], bool]:
         """A predicate on English texts: whether the edit applies to it."""
         keys = [s for s in self.sources if s]
         if self.kind == "source":

@@ -105,7 +105,9 @@ class Translators:
         """A checkpoint (file or model folder) loaded once, into its translator: its files, resolved
         from the group's preprocessing keys and data_dir, and checked against the checkpoint."""
         translator = self._make(checkpoint=str(checkpoint), data_dir=str(data_dir) if data_dir else None)
-        self.built[translator.files.checkpoint] = self.built[f"{translator.files.checkpoint}#plain"] = translator
+        checkpoint = translator.files.checkpoint
+        for key in (checkpoint, f"{checkpoint}#plain", str(Path(checkpoint).resolve())):  # a scope names it resolved
+            self.built[key] = translator
         return translator.files
 
 

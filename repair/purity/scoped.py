@@ -126,15 +126,20 @@ class ScopedTranslator(Translator):
     def split(self, texts: Sequence[str]) -> list[bool]:
         return [self.covers(t) for t in texts]
 
-    def translate(self, texts: list[str]) -> list[str]:
-        inside = self.split(texts)
-        out: list[str] = [""] * len(texts)
-        for model, want in ((self.edited, True), (self.fallback, False)):
+    def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list]) -> list:
+        """`call(model, indices)` for the sources in scope with `models[0]` and for the others with `models[1]`,
+        each group in one call; its results back in the sources' order."""
+        inside = self.split(sources)
+        out: list = [None] * len(sources)
+        for model, want in zip(models, (True, False)):
             idx = [i for i, x in enumerate(inside) if x == want]
             if idx:
-                for i, t in zip(idx, model.translate([texts[i] for i in idx])):
-                    out[i] = t
+                for i, result in zip(idx, call(model, idx)):
+                    out[i] = result
         return out
+
+    def translate(self, texts: list[str]) -> list[str]:
+        return self.routed(texts, (self.edited, self.fallback), lambda model, idx: model.translate([texts[i] for i in idx]))
 
     def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
         if name in ("edited", "fallback", "scope", "covers"):
@@ -165,18 +170,14 @@ class _ScopedSearch:
         self.tgt_codec = edited.tgt_codec
 
     def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options) -> list:
-        inside = self.scoped.split(sources)
-        out: list = [None] * len(sources)
         caps = options.pop("max_lengths", None)
-        for model, want in ((self.edited, True), (self.fallback, False)):
-            idx = [i for i, x in enumerate(inside) if x == want]
-            if idx:
-                got = model.translate_constrained([sources[i] for i in idx], [constraints[i] for i in idx],
-                                                  max_lengths=[caps[i] for i in idx] if caps is not None else None,
-                                                  **options)
-                for i, h in zip(idx, got):
-                    out[i] = h
-        return out
+
+        def search(model, idx: list[int]) -> list:
+            return model.translate_constrained([sources[i] for i in idx], [constraints[i] for i in idx],
+                                               max_lengths=[caps[i] for i in idx] if caps is not None else None,
+                                               **options)
+
+        return self.scoped.routed(sources, (self.edited, self.fallback), search)
 
 
 def served(cfg: dict, translator: Translator) -> Translator:

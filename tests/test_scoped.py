@@ -73,4 +73,7 @@ def test_a_second_cycle_keeps_the_first_base_model_and_adds_its_corrections(tmp_
     (tmp_path / SCOPE_FILE).write_text(json.dumps({"kind": "words"}))
     with pytest.raises(UserError, match="not a scope file"):
         scope_of(tmp_path / "checkpoint_best.pt")
+    (tmp_path / SCOPE_FILE).write_text(json.dumps({**moved.as_json(), "kind": "everything"}))
+    with pytest.raises(UserError, match=f"{SCOPE_FILE}: scope kind 'everything'"):
+        scope_of(tmp_path / "checkpoint_best.pt")
     assert source_key("  A  b ") == "a b"

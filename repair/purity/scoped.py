@@ -90,6 +90,8 @@ class Scope:
                        fallback=str(raw["fallback"]))
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{path}: not a scope file ({e}); it needs kind, sources and fallback") from None
+        except UserError as e:  # a kind or share it cannot mean
+            raise UserError(f"{path}: {e}") from None
 
 
 def scope_of(checkpoint: str | Path) -> Scope | None:

@@ -101,8 +101,10 @@ class ModelFiles:
 
 class _Moses:
     def __init__(self, lang: str):
-        from sacremoses import MosesDetokenizer, MosesTokenizer
+        from repair import startup
 
+        sacremoses = startup.import_with("sacremoses", startup.joblib())  # joblib is left out (repair.startup)
+        MosesTokenizer, MosesDetokenizer = sacremoses.MosesTokenizer, sacremoses.MosesDetokenizer
         self.tok, self.detok = MosesTokenizer(lang), MosesDetokenizer(lang)
 
     def encode(self, x: str) -> str:  # fairseq's defaults: dash splits and escaping on

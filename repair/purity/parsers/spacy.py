@@ -41,8 +41,10 @@ def import_spacy():
     thinc's own CPU ops, but thinc.compat imports torch whenever it is installed (over 2 s of a start-up
     on 2 cores). thinc.compat is imported first with torch hidden, so it records torch as absent for this
     process (its PyTorch wrappers are left out, which these pipelines do not use); a process that already
-    imported torch keeps it."""
+    imported torch keeps it. spaCy's command line is not imported with it (repair.startup)."""
     import sys
+
+    from repair import startup
 
     if "thinc.compat" not in sys.modules and "torch" not in sys.modules:
         sys.modules["torch"] = None  # type: ignore[assignment]  # an import of torch now raises ImportError
@@ -51,9 +53,7 @@ def import_spacy():
         finally:
             if sys.modules.get("torch", 0) is None:
                 del sys.modules["torch"]
-    import spacy
-
-    return spacy
+    return startup.import_with("spacy", startup.spacy_cli())
 
 
 def load_spacy(model: str, exclude: tuple[str, ...] = UNUSED_COMPONENTS):

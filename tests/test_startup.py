@@ -1,0 +1,64 @@
+"""Start-up imports (repair.startup): spaCy without its command line, sacremoses without joblib, and both still
+whole for whoever uses those parts later in the same process."""
+
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from repair import startup
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_the_parser_and_a_moses_model_start_without_spacys_command_line_or_joblib():
+    pytest.importorskip("spacy")
+    pytest.importorskip("sacremoses")
+    seen = run_python(
+        "import json, sys\n"
+        "from repair.purity.parsers.spacy import import_spacy\n"
+        "from repair.nmt.preprocessing import _Moses\n"
+        "spacy = import_spacy()\n"
+        "moses = _Moses('en')\n"
+        "before = {m: m in sys.modules for m in ('spacy.cli', 'spacy.cli.download', 'typer', 'joblib')}\n"
+        "tokens = moses.encode(\"Don't split e-mail, please.\")\n"
+        # the parts left out load when they are used
+        "version = spacy.info()['spacy_version']\n"
+        "import spacy.cli\n"
+        "import sacremoses.util\n"
+        "upper = list(sacremoses.util.parallelize_preprocess(str.upper, ['a', 'b'], processes=2))\n"
+        "print(json.dumps({'before': before, 'tokens': tokens, 'version': version, 'download': callable(spacy.cli.download),\n"
+        "                  'joblib': 'joblib' in sys.modules, 'upper': upper, 'real': spacy.__version__}))\n")
+    assert seen["before"] == {"spacy.cli": False, "spacy.cli.download": False, "typer": False, "joblib": False}
+    assert seen["tokens"] == "Don &apos;t split e @-@ mail , please ."  # fairseq's Moses settings, unchanged
+    assert seen["version"] == seen["real"] and seen["download"]
+    assert seen["joblib"] and seen["upper"] == ["A", "B"]
+
+
+def test_a_stand_in_that_does_not_suffice_falls_back_to_the_plain_import(tmp_path, monkeypatch):
+    """A library version that needs more of the module than the stand-in has: imported again without it."""
+    (tmp_path / "needs_more.py").write_text("from helper_mod import present, missing\nvalue = present() + missing()\n")
+    (tmp_path / "helper_mod.py").write_text("def present():\n    return 1\n\ndef missing():\n    return 2\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    stand_in = types.ModuleType("helper_mod")
+    stand_in.present = lambda: 1
+    module = startup.import_with("needs_more", {"helper_mod": stand_in})
+    assert module.value == 3 and sys.modules["helper_mod"] is not stand_in
+    for name in ("needs_more", "helper_mod"):
+        sys.modules.pop(name, None)
+
+
+def test_stand_ins_leave_modules_already_imported_alone():
+    real = sys.modules["json"]
+    with startup.stand_ins({"json": types.ModuleType("json"), "not_a_module_here": types.ModuleType("x")}):
+        assert sys.modules["json"] is real and "not_a_module_here" in sys.modules
+    assert sys.modules["json"] is real and "not_a_module_here" not in sys.modules

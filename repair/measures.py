@@ -3,7 +3,9 @@
 - efficacy: the corrected sources themselves (repair.stats.verify_fixes);
 - generality: the same kind of case elsewhere: held-out sentences with Purity issues (McNemar on
   sentences, not on Purity's pairs, which share their sentence's translation), held-out texts
-  translated exactly as their reference, and the recall of the words corrections put in;
+  translated exactly as their reference, and the recall of the words corrections put in; and its
+  reach: how many held-out sentences with issues show a change that a correction made (a repair that
+  learns what its corrections changed can only carry that far);
 - locality: everything else: texts whose English contains no corrected source, how many changed,
   exact-match transitions against their reference (sign test) and the mean sentence chrF change
   with its bootstrap interval.
@@ -87,6 +89,61 @@ def term_recall(terms: Sequence[str], rows: Sequence[Mapping]) -> dict:
     test = mcnemar_exact([not x for x in before], [not x for x in after])  # "resolved": a miss became a recall
     return {"terms": len(terms), "sentences": len(before), "before": sum(before), "after": sum(after),
             "gained": test["resolved"], "lost": test["new"], "p_value": test["p_value"], "test": MCNEMAR}
+
+
+def changes(translation: str, correction: str, stop_tokens: Iterable[str] = ()) -> set[tuple[str, str]]:
+    """What turns `translation` into `correction`: each run of jieba's words taken out with the run put in
+    its place (difflib on the two segmentations), stop tokens, whitespace and punctuation left out of both,
+    and the characters both runs begin or end with (jieba may segment the two texts differently); a change
+    that is nothing but those is none."""
+    import difflib
+    import os
+
+    import jieba
+
+    stop = set(stop_tokens)
+
+    def cut(text: str) -> list[str]:
+        return [w for w in jieba.lcut(squeeze(text)) if w.strip()]
+
+    def kept(run: list[str]) -> str:
+        return "".join(w for w in run if w not in stop and not all(c in PUNCTUATION for c in w))
+
+    def trimmed(x: str, y: str) -> tuple[str, str]:  # characters both runs share at either end are no change
+        n = len(os.path.commonprefix([x, y]))
+        x, y = x[n:], y[n:]
+        n = len(os.path.commonprefix([x[::-1], y[::-1]]))
+        return x[:len(x) - n], y[:len(y) - n]
+
+    a, b = cut(translation), cut(correction)
+    out = set()
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
+        change = trimmed(kept(a[i1:i2]), kept(b[j1:j2]))
+        if op != "equal" and change[0] != change[1]:
+            out.add(change)
+    return out
+
+
+def reach(corrections: Sequence[Mapping], pairs: Sequence[Mapping], before_ids: set[str],
+          translations: Mapping[str, str], references: Mapping[str, str] | None,
+          stop_tokens: Iterable[str] = ()) -> dict | None:
+    """Held-out sentences with issues (before) whose issue texts (with a reference) differ from their
+    reference by a change that some correction made to the model's translation (`changes`): the errors
+    of a kind the corrections showed. None without references."""
+    if references is None:
+        return None
+    stop = list(stop_tokens)
+    corrected = set().union(*(changes(c.get("translation") or "", c["correction"], stop) for c in corrections))
+    texts: dict[str, set[str]] = {}
+    for p in pairs:
+        if p["id"] in before_ids:
+            texts.setdefault(" ".join(p["sentence"].split()), set()).update(s["source"] for s in p["sides"])
+    shared = 0
+    for sources in texts.values():
+        found = set().union(*(changes(translations.get(t, ""), references[t], stop) for t in sources
+                              if references.get(t) is not None))
+        shared += bool(found & corrected)
+    return {"sentences_with_issues": len(texts), "with_a_corrected_change": shared, "changes": len(corrected)}
 
 
 # ---------------------------------------------------------------- locality

@@ -177,11 +177,9 @@ def translator_markdown(translator: dict) -> list[str]:
     f = translator.get("fidelity")
     if not f:
         return []
-    if not f.get("checked"):
-        return [f"- Translator {translator['name']}, compute type {f['compute_type']}: fidelity unchecked"]
-    return [f"- Translator {translator['name']}, compute type {f['compute_type']} ({f['chosen']}): "
-            f"{f['identical']:.1%} of {f['sample']} sample translations identical to fairseq's "
-            f"(BLEU {f['bleu_vs_fairseq']:.1f} against them)"]
+    from repair.nmt.ct2 import fidelity_line
+
+    return [f"- Translator {translator['name']}, {fidelity_line(f)}"]
 
 
 def markdown(report: dict) -> str:
@@ -342,6 +340,12 @@ def repair_markdown(r: dict) -> list[str]:
                   f"(sign test p = {pvalue(loc['p_value'])}); mean sentence chrF change "
                   f"{dash(loc['chrf_delta'])} (95% bootstrap interval "
                   f"{'–' if not ci else f'{ci[0]:+.3f} to {ci[1]:+.3f}'})."]
+    rc = g.get("reach")
+    if rc:
+        lines.append(f"- Reach: {rc['with_a_corrected_change']} of the {rc['sentences_with_issues']} held-out sentences "
+                     f"with issues differ from their references by a change one of the corrections made "
+                     f"({rc['changes']} changes: words taken out and put in); a repair that learns what its "
+                     f"corrections changed can only carry that far.")
     per_cycle = [c for c in r.get("cycles", []) if c.get("repair")]
     if several and per_cycle:
         lines += ["", "Per cycle (each cycle's corrections, its base model against its fine-tuned one):", "",

@@ -137,12 +137,15 @@ def test_demo_loop_end_to_end(finished_run, shared):
     assert g["sentences"]["with_issues_before"] <= min(18, h["issues_before"])
     assert g["exact"]["texts"] > 18 and 0 <= g["exact"]["after"] <= g["exact"]["texts"]
     assert g["term_recall"]["terms"] > 0 and g["term_recall"]["sentences"] <= 120 + 18
+    r = g["reach"]  # the oracle's references: held-out sentences whose errors a correction's change shows
+    assert r["sentences_with_issues"] == g["sentences"]["with_issues_before"] and r["changes"] > 0
+    assert 0 <= r["with_a_corrected_change"] <= r["sentences_with_issues"]
     loc = m["locality"]
     assert 0 < loc["texts"] <= 120 + h["texts"] and loc["changed"] <= loc["texts"]  # each text once
     assert loc["correct_to_wrong"] <= loc["correct_before"] and 0 < loc["p_value"] <= 1
     assert loc["chrf_delta_ci"][0] <= loc["chrf_delta"] <= loc["chrf_delta_ci"][1]
     assert report["bleu"]["excluded"] == 0 and report["bleu"]["lines"] == 120  # the demo's input is not its BLEU split
-    assert "## Efficacy, generality, locality" in md
+    assert "## Efficacy, generality, locality" in md and "- Reach: " in md
     # the default fine-tune is a scoped edit: every BLEU-test line outside its scope keeps the base model's
     # translation, character for character; the corrected sources are in it
     from repair.data.prepare import read_clean_pairs

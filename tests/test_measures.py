@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest, bootstrap
 
-from repair.measures import (bleu_lines, contains_any, correction_terms, exact_generality, locality,
-                             sentence_generality, source_key, term_recall)
+from repair.measures import (bleu_lines, changes, contains_any, correction_terms, exact_generality, locality,
+                             reach, sentence_generality, source_key, term_recall)
 from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test
 
 
@@ -76,6 +76,31 @@ def test_term_recall_counts_sentences_whose_reference_has_a_corrected_word():
     r = term_recall(terms, rows)
     assert (r["sentences"], r["before"], r["after"], r["gained"], r["lost"]) == (4, 2, 3, 2, 1)
     assert r["p_value"] == pytest.approx(binomtest(2, 3, 0.5).pvalue)
+
+
+def test_changes_are_the_word_runs_taken_out_and_put_in():
+    assert changes("三本书", "三本红色的书", stop_tokens=("的",)) == {("", "红色")}
+    assert changes("两座桥", "两座石头桥") == {("", "石头")}
+    assert changes("一只老师", "一位老师") == {("只", "位")}  # the measure word, whatever jieba makes of it
+    assert changes("我有书。", "我有书", stop_tokens=("的",)) == set()  # punctuation alone is no change
+    assert changes("他的书", "他书", stop_tokens=("的",)) == set()  # nor a stop token alone
+
+
+def test_reach_counts_held_out_sentences_with_issues_that_show_a_corrected_change():
+    corrections = [{"source": "a red book", "translation": "一本书", "correction": "一本红色的书"}]
+    pairs = [  # two sentences with issues (one through two cases), one without
+        {"id": "a", "sentence": "I have a red pen .", "sides": [{"source": "I have a red pen ."}, {"source": "a red pen"}]},
+        {"id": "b", "sentence": "I have a red pen .", "sides": [{"source": "I have a red pen ."}, {"source": "a pen"}]},
+        {"id": "c", "sentence": "he has two cats .", "sides": [{"source": "he has two cats ."}, {"source": "two cats"}]},
+        {"id": "d", "sentence": "she ran .", "sides": [{"source": "she ran ."}, {"source": "she"}]},
+    ]
+    translations = {"I have a red pen .": "我有一支笔。", "a red pen": "一支红色的笔", "a pen": "一支笔",
+                    "he has two cats .": "他有两只狗。", "two cats": "两只猫", "she ran .": "她跑了。", "she": "她"}
+    references = {"I have a red pen .": "我有一支红色的笔。", "a red pen": "一支红色的笔", "a pen": "一支笔",
+                  "he has two cats .": "他有两只猫。", "two cats": "两只猫", "she ran .": "她跑了。", "she": "她"}
+    r = reach(corrections, pairs, {"a", "b", "c"}, translations, references, stop_tokens=("的",))
+    assert r == {"sentences_with_issues": 2, "with_a_corrected_change": 1, "changes": 1}
+    assert reach(corrections, pairs, {"a", "b", "c"}, translations, None) is None  # no references: unknown
 
 
 def test_locality_leaves_out_texts_with_a_corrected_source_and_counts_each_text_once():

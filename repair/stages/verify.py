@@ -203,8 +203,8 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
     bleu_set: the BLEU test set's English, references, base and fine-tuned translations; its lines that a
     fine-tuning source came from (`tuned`) are left out, as they are of BLEU.
     """
-    from repair.measures import (bleu_lines, correction_terms, exact_generality, locality, sentence_generality,
-                                 term_recall)
+    from repair.measures import (bleu_lines, correction_terms, exact_generality, locality, reach,
+                                 sentence_generality, term_recall)
     from repair.purity.run import TRANSLATIONS
     from repair.purity.translators import read_table
 
@@ -226,6 +226,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
         table_before, table_after = (read_table(d / TRANSLATIONS, empty_ok=True) for d in (before, after))  # the models' own output
         refs = heldout.references
         generality["exact"] = exact_generality(list(table_before), refs, table_before, table_after)
+        generality["reach"] = reach(corrections, pairs, ids_before, table_before, refs, stop_tokens)
         kinds = text_kinds(pairs, heldout.sentences)
         held_rows = [{"kind": kinds.get(t, "phrase"), "set": "heldout", "source": t,
                       "reference": refs.get(t) if refs is not None else None, "before": tr,

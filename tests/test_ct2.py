@@ -269,6 +269,42 @@ def test_bad_options_are_clear_errors(files, tmp_path):
         check_translator({"name": "ctranslate2", "model_dir": str(tmp_path)})
 
 
+def test_a_gpu_ctranslate2_cannot_compute_on_means_the_cpu_or_a_clear_error(files, monkeypatch, caplog):
+    """CTranslate2's Linux wheels load CUDA 12's cuBLAS when they first compute: on a machine with CUDA 13 alone
+    the model loads on the GPU, then translating fails (seen on an H200). Here a GPU is made to look present and
+    to fail that way; the CPU build's own translator does the rest."""
+    import ctranslate2
+
+    real = ctranslate2.Translator
+
+    class NoCublas:
+        def __init__(self, path, device="cpu", **kwargs):
+            self.device = device
+            self.model = None if device == "cuda" else real(path, device=device, **kwargs)
+
+        def translate_batch(self, *args, **kwargs):
+            if self.device == "cuda":
+                raise RuntimeError("Library libcublas.so.12 is not found or cannot be loaded")
+            return self.model.translate_batch(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.model, name)
+
+    monkeypatch.setattr(ctranslate2, "Translator", NoCublas)
+    monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
+    supported = ctranslate2.get_supported_compute_types
+    monkeypatch.setattr(ctranslate2, "get_supported_compute_types",
+                        lambda kind: {"float16", "float32", "int8_float16"} if kind == "cuda" else supported(kind))
+    with caplog.at_level(logging.WARNING):
+        ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    assert ct2.device == "cpu" and ct2.candidates() == [c for c in ("int8", "int16", "float32") if c in supported("cpu")]
+    assert "cannot translate on it (Library libcublas.so.12 is not found" in caplog.text
+    assert ct2.translate(texts()[:5]) == FairseqTranslator(files=files, **OPTIONS).translate(texts()[:5])
+    with pytest.raises(UserError, match=r"device=cuda: CTranslate2 cannot translate on the GPU .*libcublas.so.12.*"
+                                        r"translator.device=cpu"):
+        CTranslate2Translator(files=files, device="cuda", **OPTIONS)
+
+
 def test_the_loop_builds_a_ctranslate2_translator_per_model(files, tmp_path):
     from repair.stages import Translators
 

@@ -226,6 +226,15 @@ def agreement(outputs: Sequence[str], reference: Sequence[str]) -> dict:
             "bleu": round(sacrebleu.corpus_bleu(list(outputs), [list(reference)], tokenize="zh").score, 2)}
 
 
+def fidelity_line(fidelity: dict) -> str:
+    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with fairseq."""
+    if not fidelity.get("checked"):
+        return f"compute type {fidelity['compute_type']}: fidelity unchecked"
+    return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
+            f"{fidelity['sample']} sample translations identical to fairseq's, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
+            f"against them")
+
+
 def _reasons(error: ValueError) -> str:
     """The converter's reasons ('Option --activation-fn tanh is not supported'), on one line."""
     lines = [line[2:] for line in str(error).splitlines() if line.startswith("- ")]
@@ -375,13 +384,16 @@ class CTranslate2Translator(Translator):
     def _place(self, ctranslate2, device: str, threads: int | None, workers: int | None,
                compute_type: str | None) -> None:
         """Device, compute types offered there, workers and threads."""
+        given = device
         if device == "auto":
             device = "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
         if device.startswith("cuda") and ctranslate2.get_cuda_device_count() == 0:
             raise UserError(f"translator device={device}, but CTranslate2 sees no CUDA device")
-        self.device = device
         self.kind, _, index = device.partition(":")
         self._index = int(index or 0)
+        if self.kind == "cuda" and not self._computes_on_gpu(ctranslate2, given):
+            self.kind, self._index, device = "cpu", 0, "cpu"
+        self.device = device
         self.supported = ctranslate2.get_supported_compute_types(self.kind)
         if compute_type and compute_type not in self.supported and compute_type not in ("default", "auto"):
             raise UserError(f"translator.compute_type={compute_type}: not offered on {self.kind} "
@@ -394,6 +406,24 @@ class CTranslate2Translator(Translator):
         # translated 3x as fast as one of two threads: README); on GPU one batch at a time.
         self.workers = int(workers) if workers else (cores if self.kind == "cpu" else 1)
         self.threads = max(1, cores // self.workers)
+
+    def _computes_on_gpu(self, ctranslate2, given: str) -> bool:
+        """Whether CTranslate2 computes on the GPU it sees: its Linux wheels load CUDA 12's cuBLAS only when they
+        first compute (a machine with CUDA 13 alone loads the model, then fails to translate). One text of one
+        token tells. With device=auto a GPU it cannot use means the CPU, with a warning; named, a clear error."""
+        try:
+            probe = ctranslate2.Translator(str(self.model_path), device="cuda", device_index=self._index)
+            probe.translate_batch([["."]], max_decoding_length=1)
+            return True
+        except RuntimeError as e:
+            why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+            if given == "auto":
+                logger.warning("CTranslate2 sees a GPU but cannot translate on it (%s): translating on the CPU "
+                               "(translator.device=cpu says so without trying)", why)
+                return False
+            raise UserError(f"translator.device={given}: CTranslate2 cannot translate on the GPU ({why}). Its wheels "
+                            f"need CUDA 12's cuBLAS (e.g. pip install nvidia-cublas-cu12, on LD_LIBRARY_PATH); or "
+                            f"translator.device=cpu") from None
 
     def _load(self, compute_type: str) -> None:
         import ctranslate2
@@ -465,10 +495,8 @@ class CTranslate2Translator(Translator):
                            ", ".join(measured))
         else:
             below = figures["identical"] < self.min_identical
-            (logger.warning if below else logger.info)(
-                "CTranslate2 compute type %s (%s): %.1f%% of %d sample translations identical to fairseq's, BLEU %.1f "
-                "against them%s", compute_type, how, 100 * figures["identical"], record["sample"], figures["bleu"],
-                f"; below translator.min_identical={self.min_identical}" if below else "")
+            (logger.warning if below else logger.info)("CTranslate2 %s%s", fidelity_line(self.fidelity),
+                                                       f"; below translator.min_identical={self.min_identical}" if below else "")
         self._load(compute_type)
 
     def describe(self) -> dict:

@@ -48,11 +48,9 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
     fidelity = translator.get("fidelity")
     if not fidelity:
         return []
-    if not fidelity.get("checked"):
-        return [("compute type", f"{fidelity['compute_type']} (fidelity unchecked)")]
-    return [("compute type", f"{fidelity['compute_type']} ({fidelity['chosen']})"),
-            ("identical to fairseq (sample)", f"{fidelity['identical']:.1%} of {fidelity['sample']}, "
-                                              f"BLEU {fidelity['bleu_vs_fairseq']:.1f}")]
+    from repair.nmt.ct2 import fidelity_line
+
+    return [("translator", fidelity_line(fidelity))]
 
 
 @exit_on_user_error

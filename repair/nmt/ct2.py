@@ -415,7 +415,7 @@ class CTranslate2Translator(Translator):
             probe = ctranslate2.Translator(str(self.model_path), device="cuda", device_index=self._index)
             probe.translate_batch([["."]], max_decoding_length=1)
             return True
-        except RuntimeError as e:
+        except (RuntimeError, ValueError, OSError) as e:
             why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
             if given == "auto":
                 logger.warning("CTranslate2 sees a GPU but cannot translate on it (%s): translating on the CPU "

@@ -177,7 +177,7 @@ def translator_markdown(translator: dict) -> list[str]:
     f = translator.get("fidelity")
     if not f:
         return []
-    from repair.nmt.ct2 import fidelity_line
+    from repair.purity.translators import fidelity_line
 
     return [f"- Translator {translator['name']}, {fidelity_line(f)}"]
 

@@ -47,6 +47,7 @@ from repair.data.prepare import clean_text
 from repair.errors import UserError
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
 from repair.nmt.base import Translator
+from repair.purity.translators import fidelity_line
 
 logger = logging.getLogger(__name__)
 
@@ -224,15 +225,6 @@ def agreement(outputs: Sequence[str], reference: Sequence[str]) -> dict:
     same = sum(a == b for a, b in zip(outputs, reference))
     return {"identical": round(same / max(1, len(reference)), 4),
             "bleu": round(sacrebleu.corpus_bleu(list(outputs), [list(reference)], tokenize="zh").score, 2)}
-
-
-def fidelity_line(fidelity: dict) -> str:
-    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with fairseq."""
-    if not fidelity.get("checked"):
-        return f"compute type {fidelity['compute_type']}: fidelity unchecked"
-    return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
-            f"{fidelity['sample']} sample translations identical to fairseq's, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
-            f"against them")
 
 
 def _reasons(error: ValueError) -> str:

@@ -16,7 +16,7 @@ from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import run_purity
 from repair.purity.scoped import served
-from repair.purity.translators import make_translator
+from repair.purity.translators import fidelity_line, make_translator
 
 log = logging.getLogger("repair.purity")
 
@@ -48,8 +48,6 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
     fidelity = translator.get("fidelity")
     if not fidelity:
         return []
-    from repair.nmt.ct2 import fidelity_line
-
     return [("translator", fidelity_line(fidelity))]
 
 

@@ -36,6 +36,15 @@ class Translator(ABC):
         return None, self.why_no_search() or ""
 
 
+def fidelity_line(fidelity: dict) -> str:
+    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with fairseq."""
+    if not fidelity.get("checked"):
+        return f"compute type {fidelity['compute_type']}: fidelity unchecked"
+    return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
+            f"{fidelity['sample']} sample translations identical to fairseq's, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
+            f"against them")
+
+
 class MissingTranslations(UserError):
     """Some texts have no translation yet; `missing` lists them, in the order asked."""
 

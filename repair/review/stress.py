@@ -12,6 +12,7 @@ left the two files disagreeing (repaired on restart) and the violations found (0
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import random
@@ -165,8 +166,8 @@ def kill_rounds(run_dir: str | os.PathLike, rounds: int = 20, *, seed: int = 0, 
                     except urllib.error.HTTPError as e:
                         violations.append(f"round {r}: a valid save was refused: {e.code} {e.read()[:200]!r}")
                         return
-                    except (urllib.error.URLError, ConnectionError, OSError):
-                        return  # killed mid-request: this one was not acknowledged
+                    except (urllib.error.URLError, ConnectionError, OSError, http.client.HTTPException):
+                        return  # killed mid-request or mid-answer (IncompleteRead): this one was not acknowledged
                     acked[issue["id"]] = body
                     del in_flight[issue["id"]]
                     box["n"] += 1

@@ -275,11 +275,16 @@ def test_a_gpu_ctranslate2_cannot_compute_on_means_the_cpu_or_a_clear_error(file
     to fail that way; the CPU build's own translator does the rest."""
     import ctranslate2
 
+    from repair.nmt import ct2 as ct2_module
+
     real = ctranslate2.Translator
+    tried = []
 
     class NoCublas:
         def __init__(self, path, device="cpu", **kwargs):
             self.device = device
+            if device == "cuda":
+                tried.append(path)
             self.model = None if device == "cuda" else real(path, device=device, **kwargs)
 
         def translate_batch(self, *args, **kwargs):
@@ -291,6 +296,7 @@ def test_a_gpu_ctranslate2_cannot_compute_on_means_the_cpu_or_a_clear_error(file
             return getattr(self.model, name)
 
     monkeypatch.setattr(ctranslate2, "Translator", NoCublas)
+    monkeypatch.setattr(ct2_module, "GPU_TRIED", {})  # nothing tried yet in this process
     monkeypatch.setattr(ctranslate2, "get_cuda_device_count", lambda: 1)
     supported = ctranslate2.get_supported_compute_types
     monkeypatch.setattr(ctranslate2, "get_supported_compute_types",
@@ -303,6 +309,7 @@ def test_a_gpu_ctranslate2_cannot_compute_on_means_the_cpu_or_a_clear_error(file
     with pytest.raises(UserError, match=r"device=cuda: CTranslate2 cannot translate on the GPU .*libcublas.so.12.*"
                                         r"translator.device=cpu"):
         CTranslate2Translator(files=files, device="cuda", **OPTIONS)
+    assert len(tried) == 1  # the GPU is tried once per process, not once per translator
 
 
 def test_the_loop_builds_a_ctranslate2_translator_per_model(files, tmp_path):

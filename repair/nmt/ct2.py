@@ -56,6 +56,8 @@ MARKER_FORMAT = 2  # 2: the checkpoint's facts and the fidelity records kept in 
 SAMPLE = 200  # texts translated by fairseq and each compute type to measure their agreement
 # compute types tried, fastest first; each used only where CTranslate2 offers it on the device
 CANDIDATES = {"cpu": ("int8", "int16", "float32"), "cuda": ("int8_float16", "float16", "float32")}
+# GPU index -> why CTranslate2 cannot translate there (None: it can), found by one try per process
+GPU_TRIED: dict[int, str | None] = {}
 # What a converted model folder holds (ct2-transformers-converter, ct2-fairseq-converter).
 CT2_FILES = ("config.json", "model.bin")
 # The SentencePiece models OPUS-MT folders ship (copied beside a converted model with --copy_files).
@@ -403,19 +405,31 @@ class CTranslate2Translator(Translator):
         """Whether CTranslate2 computes on the GPU it sees: its Linux wheels load CUDA 12's cuBLAS only when they
         first compute (a machine with CUDA 13 alone loads the model, then fails to translate). One text of one
         token tells. With device=auto a GPU it cannot use means the CPU, with a warning; named, a clear error."""
-        try:
-            probe = ctranslate2.Translator(str(self.model_path), device="cuda", device_index=self._index)
-            probe.translate_batch([["."]], max_decoding_length=1)
-            return True
-        except (RuntimeError, ValueError, OSError) as e:
-            why = str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+        def first_line(e: Exception) -> str:
+            return str(e).splitlines()[0][:300] if str(e) else type(e).__name__
+
+        why = GPU_TRIED.get(self._index, "untried")
+        if why == "untried":
+            try:
+                probe = ctranslate2.Translator(str(self.model_path), device="cuda", device_index=self._index)
+            except (RuntimeError, ValueError, OSError) as e:  # this model there: not kept for others
+                why = first_line(e)
+            else:
+                try:
+                    probe.translate_batch([["."]], max_decoding_length=1)
+                    why = None
+                except (RuntimeError, ValueError, OSError) as e:
+                    why = first_line(e)
+                GPU_TRIED[self._index] = why  # the machine's libraries: the same for any model, once per process
+        if why is not None:
             if given == "auto":
                 logger.warning("CTranslate2 sees a GPU but cannot translate on it (%s): translating on the CPU "
                                "(translator.device=cpu says so without trying)", why)
                 return False
             raise UserError(f"translator.device={given}: CTranslate2 cannot translate on the GPU ({why}). Its wheels "
                             f"need CUDA 12's cuBLAS (e.g. pip install nvidia-cublas-cu12, on LD_LIBRARY_PATH); or "
-                            f"translator.device=cpu") from None
+                            f"translator.device=cpu")
+        return True
 
     def _load(self, compute_type: str) -> None:
         import ctranslate2

@@ -429,6 +429,23 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
         translate_constrained(translator, sources, wanted[:2])
 
 
+def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(translator):
+    from repair.nmt.constrained import encode_phrase, translate_constrained
+
+    source = "The teacher likes the clever student ."
+    own = translator.translate([source])[0]
+    pieces = translator.tgt_codec.encode_all([own])[0].split()
+    head = pieces[:2] if pieces[0] == "\u2581" else pieces[:1]
+    first = "".join(head).lstrip("\u2581")  # the model's first word, as plain text
+    start = encode_phrase(translator, first, start=True)
+    # SentencePiece writes a sentence's first word with its leading "▁", inside a sentence without it
+    assert start == [translator.tgt_dict.index(p) for p in head] != encode_phrase(translator, first)
+    hyp = translate_constrained(translator, [source], [[first]], beam=4, starts=[True])[0][0]
+    assert hyp.met and hyp.text.replace(" ", "").startswith(first.replace(" ", ""))
+    with pytest.raises(UserError, match="starts"):
+        translate_constrained(translator, [source], [[first]], starts=[True, False])
+
+
 def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(translator):
     from repair.purity.relations.base import Case
     from repair.purity.relations.replace import ReplaceRelation

@@ -81,13 +81,16 @@ def _spm_inside(model_path: str):
     return spm.SentencePieceProcessor(model_proto=proto.SerializeToString())
 
 
-def encode_phrase(translator, phrase: str) -> list[int] | None:
-    """Target token ids of a phrase as it would appear inside a sentence; None when the dictionary
-    cannot spell it (an unknown token)."""
+def encode_phrase(translator, phrase: str, start: bool = False) -> list[int] | None:
+    """Target token ids of a phrase as it would appear inside a sentence (`start`: at its beginning, as the model
+    writes a first word: SentencePiece's leading "▁"); None when the dictionary cannot spell it (an unknown
+    token)."""
     tgt, codec = translator.tgt_dict, translator.tgt_codec
     text = clean_text(phrase)
     inside = _spm_inside(str(codec.side.sentencepiece_model)) if codec.side.bpe == "sentencepiece" else None
-    if inside is not None:
+    if start:
+        pieces = codec.encode_all([text])[0].split()
+    elif inside is not None:
         if codec.tokenizer is not None:
             text = codec.tokenizer.encode(text)
         pieces = inside.encode(text, out_type=str)
@@ -196,9 +199,11 @@ def _search(tgt_dict, ordered: bool, final_step: int):
     return Search(tgt_dict, "ordered" if ordered else "unordered")
 
 
-def _check_arguments(sources, constraints, beam: int, nbest: int, max_lengths) -> None:
+def _check_arguments(sources, constraints, beam: int, nbest: int, max_lengths, starts) -> None:
     if isinstance(sources, str):
         raise TypeError("translate_constrained() takes a list of sources")
+    if starts is not None and len(starts) != len(sources):
+        raise UserError(f"{len(starts)} starts for {len(sources)} sources: give one per source")
     if max_lengths is not None and len(max_lengths) != len(sources):
         raise UserError(f"{len(max_lengths)} max_lengths for {len(sources)} sources: give one per source")
     if len(constraints) != len(sources):
@@ -210,7 +215,7 @@ def _check_arguments(sources, constraints, beam: int, nbest: int, max_lengths) -
 class _Job:
     """One call's sources, encoded, with their phrases spelled in target tokens, and the hypotheses found."""
 
-    def __init__(self, t, sources, constraints, *, beam: int, nbest: int, ordered: bool, max_lengths):
+    def __init__(self, t, sources, constraints, *, beam: int, nbest: int, ordered: bool, max_lengths, starts):
         import torch
 
         self.t, self.beam, self.nbest, self.ordered, self.max_lengths = t, beam, nbest, ordered, max_lengths
@@ -223,8 +228,9 @@ class _Job:
             if not s:
                 self.out[i] = [Hypothesis("", 0.0, not self.phrases[i])]
         self.encoded = dict(zip(self.todo, t.encode_all([cleaned[i] for i in self.todo], cleaned=True))) if self.todo else {}
-        self.spelled = {i: [torch.tensor(x, dtype=torch.long) for x in (encode_phrase(t, p) for p in self.phrases[i])
-                            if x is not None] for i in self.todo}
+        self.spelled = {i: [torch.tensor(x, dtype=torch.long) for x in
+                            (encode_phrase(t, p, start=k == 0 and bool(starts and starts[i]))
+                             for k, p in enumerate(self.phrases[i])) if x is not None] for i in self.todo}
         self.ignore = {t.tgt_dict.unk(), t.tgt_dict.pad(), t.tgt_dict.bos(), t.tgt_dict.eos()}
 
     def cap(self, idx: list[int], width: int) -> int:
@@ -294,18 +300,23 @@ def translate_constrained(
     nbest: int = 1,
     ordered: bool = True,
     max_lengths: Sequence[int | None] | None = None,
+    starts: Sequence[bool] | None = None,
 ) -> list[list[Hypothesis]]:
     """Each source translated with its constraints (target phrases it must contain), `nbest`
     hypotheses each, best first. `model`: a FairseqTranslator (its model, codecs, batching and
     output caps are reused), ModelFiles or a checkpoint path. Sources are batched as the translator
     batches them (length buckets up to max_tokens), decoded by the translator's workers side by side;
     `ordered` phrases appear in the order given. `max_lengths`: per source, at most this many target tokens
-    (a batch stops at the longest of its sources'; None: the translator's output cap)."""
+    (a batch stops at the longest of its sources'; None: the translator's output cap). `starts`: per source, whether
+    its first phrase is the beginning of the output (ordered): spelled as the model writes a sentence's first
+    word (with a SentencePiece model, its leading "▁"), so that the search can begin with the model's own first
+    tokens instead of writing them twice, once its way and once the phrase's."""
     import torch
 
-    _check_arguments(sources, constraints, beam, nbest, max_lengths)
+    _check_arguments(sources, constraints, beam, nbest, max_lengths, starts)
     t = _as_translator(model)
-    job = _Job(t, sources, constraints, beam=beam, nbest=nbest, ordered=ordered, max_lengths=max_lengths)
+    job = _Job(t, sources, constraints, beam=beam, nbest=nbest, ordered=ordered, max_lengths=max_lengths,
+               starts=starts)
     if not job.todo:
         return job.out
     if t.threads and torch.get_num_threads() != t.threads:

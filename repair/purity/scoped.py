@@ -172,11 +172,12 @@ class _ScopedSearch:
         self.tgt_codec = edited.tgt_codec
 
     def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options) -> list:
-        caps = options.pop("max_lengths", None)
+        caps, starts = options.pop("max_lengths", None), options.pop("starts", None)
 
         def search(model, idx: list[int]) -> list:
             return model.translate_constrained([sources[i] for i in idx], [constraints[i] for i in idx],
                                                max_lengths=[caps[i] for i in idx] if caps is not None else None,
+                                               starts=[starts[i] for i in idx] if starts is not None else None,
                                                **options)
 
         return self.scoped.routed(sources, (self.edited, self.fallback), search)

@@ -29,13 +29,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Request:
-    """A side to search for: its source, the phrases its translation must contain (none: an n-best list)."""
+    """A side to search for: its source, the phrases its translation must contain (none: an n-best list), and
+    whether the first of them is to begin it."""
 
     issue: int
     role: str
     source: str
     constraints: tuple[str, ...]
     origin: str
+    starts: bool = False
 
 
 def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
@@ -75,9 +77,10 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
             continue
         phrases = tuple(p for p in (around[0], mine, around[1]) if p.strip())
         other = "original" if role == "mutant" else "mutant"
+        # the first phrase begins the partner's translation: the text before the replaced word, else the word's own
         out.append(Request(k, role, source, phrases,
                            f"the {role} translated again to keep the {other}'s translation outside the replaced word "
-                           f"(constrained beam search{note})"))
+                           f"(constrained beam search{note})", starts=True))
     return out
 
 
@@ -111,13 +114,15 @@ def best_window(text: str, part: str) -> tuple[int, int, int]:
     return prev_start[end], end, prev[end]
 
 
-def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, ...]:
+def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[tuple[str, ...], bool]:
     """The phrases a container's new translation must contain, in order: each RTI's translation in place of the
     span of the container's translation that is closest to it, and the container's own translation around them.
     An RTI's translation with no close span (one with at least two characters in common and at least half of its
     own), or whose span overlaps an earlier one's, is left out (its issue is searched again with it alone); parts inside another part are left to that
     one. With no span at all: the parts themselves. `margin` characters of the container's translation on either
-    side of a span may be left to the search to fill (on the demo 1 or 2 gave fewer right suggestions than 0)."""
+    side of a span may be left to the search to fill (on the demo 1 or 2 gave fewer right suggestions than 0).
+    Returns the phrases and whether the first begins the new translation (the container's own first words, or the
+    part whose span begins it; not where the search fills a margin or where no span was found)."""
     parts = [p for p in dict.fromkeys(parts) if not any(p != q and p in q for q in parts)]
     spans = []
     for p in parts:
@@ -132,13 +137,13 @@ def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[str, .
                     b += 1
             spans.append((a, b, p))
     if not spans:
-        return tuple(parts)
+        return tuple(parts), False
     out, pos = [], 0
     for a, b, p in sorted(spans):
         out += [current[pos:max(pos, a - margin)], p]
         pos = min(len(current), b + margin)
     out.append(current[pos:])
-    return tuple(x for x in out if x.strip())
+    return tuple(x for x in out if x.strip()), margin == 0
 
 
 class Search:
@@ -153,7 +158,7 @@ class Search:
     def search(self, reqs: list[Request], ordered: bool = True) -> dict:
         """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
         (an n-best list) apart from constrained ones, much faster."""
-        keys = list(dict.fromkeys((r.source, r.constraints) for r in reqs))
+        keys = list(dict.fromkeys((r.source, r.constraints, r.starts) for r in reqs))
         self.searched += len(keys)
         found = {}
         for constrained in (True, False):
@@ -161,9 +166,10 @@ class Search:
             if group:
                 began = time.perf_counter()
                 width = self.beam if constrained else max(self.beam, self.nbest_beam)
-                caps = [length_cap(self.fs, self.translation[s], c) for s, c in group]
-                hyps = self.fs.translate_constrained([s for s, _ in group], [list(c) for _, c in group], beam=width,
-                                                     nbest=width, ordered=ordered, max_lengths=caps)
+                caps = [length_cap(self.fs, self.translation[s], c) for s, c, _ in group]
+                hyps = self.fs.translate_constrained([s for s, _, _ in group], [list(c) for _, c, _ in group],
+                                                     beam=width, nbest=width, ordered=ordered, max_lengths=caps,
+                                                     starts=[starts for _, _, starts in group])
                 found.update(zip(group, hyps))
                 log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
                           "constrained" if constrained else "n-best", width, time.perf_counter() - began)
@@ -189,7 +195,7 @@ class Search:
     def run(self, reqs: list[Request]) -> list[bool]:
         """Search the requests and offer what they find: whether each got a suggestion."""
         found = self.search(reqs)
-        return [self.offer(r, found[(r.source, r.constraints)]) for r in reqs]
+        return [self.offer(r, found[(r.source, r.constraints, r.starts)]) for r in reqs]
 
 
 def requests_for(issues: list[dict], cases: Mapping[str, Case], translation: Mapping[str, str], note: str) -> list[Request]:
@@ -211,8 +217,13 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
     parts: dict[str, list[str]] = {}
     for r in filter(is_container, requests):
         parts.setdefault(r.source, []).append(r.constraints[0])
-    return [Request(r.issue, r.role, r.source, spliced(translation[r.source], parts[r.source]), SPLICED + note + ")")
-            if is_container(r) else r for r in requests]
+    out = []
+    for r in requests:
+        if is_container(r):
+            pieces, begins = spliced(translation[r.source], parts[r.source])
+            r = Request(r.issue, r.role, r.source, pieces, SPLICED + note + ")", starts=begins)
+        out.append(r)
+    return out
 
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],

@@ -46,3 +46,34 @@ def test_replace_requests_keep_the_partners_beginning_first():
     by_role = {r.role: r for r in requests}
     assert by_role["mutant"].constraints == ("那个男人读一本", "信", "。") and by_role["mutant"].starts
     assert by_role["original"].constraints == ("男人读了一封", "书", "。") and by_role["original"].starts
+
+
+def test_repeated_spans_are_those_said_twice():
+    from repair.purity.suggest import repeated
+
+    assert repeated("一位歌手写了一位歌手写的诗", 4) == {"一位歌手", "位歌手写"}
+    assert repeated("美丽的桥上的美丽的司机", 4) == set()  # three characters twice: a word said of two things
+    assert repeated("好，好，好，好", 3) == set()  # punctuation is not a repetition of words
+    assert repeated("a  b c a b c", 3) == {"abc"}  # whitespace aside
+
+
+def test_a_hypothesis_that_says_a_span_twice_is_passed_over_for_the_next():
+    from repair.nmt.constrained import Hypothesis
+    from repair.purity.relations.rti import RTIRelation
+    from repair.purity.suggest import Search
+
+    container, rti = "the old man reads a red book that a singer wrote .", "a red book that a singer wrote"
+    translation = {container: "老人读一本蓝色的书。", rti: "一位歌手写的一本红色的书"}
+    issue, case = _rti_issue(container, rti)
+    issue["suggestions"] = []
+    request = next(r for r in splice_containers(requests_for([issue], {case.id: case}, translation, ""), [issue],
+                                                translation, "") if r.role == "container")
+    twice = Hypothesis("老人读一位歌手写了一位歌手写的一本红色的书。", -0.1, True)
+    once = Hypothesis("老人读一位歌手写的一本红色的书。", -0.3, True)
+    relations = {"rti": RTIRelation(stopwords=[])}
+    for repeat_chars, offered in ((4, once.text), (None, twice.text)):
+        issue["suggestions"] = []
+        search = Search(None, [issue], {case.id: case}, relations, translation, beam=3, nbest_beam=10, min_score=-1.0,
+                        repeat_chars=repeat_chars)
+        assert search.offer(request, [twice, once])
+        assert [s["text"] for s in issue["suggestions"]] == [offered]

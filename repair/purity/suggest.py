@@ -89,6 +89,18 @@ SPLICED = ("the container translated again to contain its RTIs' translations in 
            "own translation, and the rest of it (constrained beam search")
 
 
+def repeated(text: str, n: int) -> set[str]:
+    """Spans of `n` characters (whitespace aside, punctuation-free) that occur at least twice in `text`."""
+    text = squeeze(text)
+    seen, twice = set(), set()
+    for i in range(len(text) - n + 1):
+        span = text[i:i + n]
+        if not span.isalnum():
+            continue
+        (twice if span in seen else seen).add(span)
+    return twice
+
+
 def is_subsequence(short: str, long: str) -> bool:
     """Whether `short` is `long` with some characters left out."""
     it = iter(long)
@@ -150,9 +162,10 @@ class Search:
     """The searches for one batch of issues, and the offers made from what they find."""
 
     def __init__(self, fs, issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
-                 translation: Mapping[str, str], *, beam: int, nbest_beam: int, min_score: float | None):
+                 translation: Mapping[str, str], *, beam: int, nbest_beam: int, min_score: float | None,
+                 repeat_chars: int | None = None):
         self.fs, self.issues, self.cases, self.relations, self.translation = fs, issues, cases, relations, translation
-        self.beam, self.nbest_beam, self.min_score = beam, nbest_beam, min_score
+        self.beam, self.nbest_beam, self.min_score, self.repeat_chars = beam, nbest_beam, min_score, repeat_chars
         self.searched = 0
 
     def search(self, reqs: list[Request], ordered: bool = True) -> dict:
@@ -186,6 +199,8 @@ class Search:
                 continue
             if len(text) < len(current) and is_subsequence(text, current):
                 continue
+            if self.repeat_chars and repeated(text, self.repeat_chars) - repeated(current, self.repeat_chars):
+                continue  # says a span twice that the model's translation says once: over-translation
             if self.relations[issue["relation"]].check(case, {**self.translation, r.source: h.text}).distance != 0:
                 continue
             issue["suggestions"].append({"role": r.role, "text": h.text, "origin": r.origin, "score": round(h.score, 4)})
@@ -228,13 +243,15 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
-                    min_score: float | None = -1.0, retry: bool = False) -> dict:
+                    min_score: float | None = -1.0, retry: bool = False, repeat_chars: int | None = 4) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
 
     beam: of the constrained searches; nbest_beam: of the n-best lists (plain beam search, each hypothesis kept);
     min_score: hypotheses scored lower (log-probability per token) are not offered; retry: search an RTI
-    container again with one RTI's translation alone where the search with all of them gave that issue nothing.
+    container again with one RTI's translation alone where the search with all of them gave that issue nothing;
+    repeat_chars: a hypothesis that repeats a span of this many characters (whitespace and punctuation aside) that
+    the side's translation does not repeat is not offered (over-translation: `一位歌手写了一位歌手写的`; None: off).
     A hypothesis that only leaves out part of the side's translation is not offered either: it agrees by
     translating less.
 
@@ -253,7 +270,8 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
         issue["suggestions"] = []
     requests = requests_for(issues, cases, translation, note)
     first = splice_containers(requests, issues, translation, note)
-    search = Search(fs, issues, cases, relations, translation, beam=beam, nbest_beam=nbest_beam, min_score=min_score)
+    search = Search(fs, issues, cases, relations, translation, beam=beam, nbest_beam=nbest_beam, min_score=min_score,
+                    repeat_chars=repeat_chars)
     got = search.run(first)
     offered = sum(got)
     again = [requests[k] for k, ok in enumerate(got) if not ok and requests[k].constraints != first[k].constraints]

@@ -77,3 +77,11 @@ def test_a_hypothesis_that_says_a_span_twice_is_passed_over_for_the_next():
                         repeat_chars=repeat_chars)
         assert search.offer(request, [twice, once])
         assert [s["text"] for s in issue["suggestions"]] == [offered]
+
+
+def test_a_replace_request_whose_first_phrase_follows_the_word_is_not_anchored():
+    original, mutant = "books are here .", "letters are here ."
+    case = Case("replace", original, (("original", original), ("mutant", mutant)), (original, mutant, "books", "letters"))
+    translation = {original: "书在这里。", mutant: "信在这里。", "books": "书", "letters": ""}
+    by_role = {r.role: r for r in replace_requests(0, {"id": case.id}, case, translation, "")}
+    assert by_role["mutant"].constraints == ("在这里。",) and not by_role["mutant"].starts

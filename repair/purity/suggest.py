@@ -77,10 +77,11 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
             continue
         phrases = tuple(p for p in (around[0], mine, around[1]) if p.strip())
         other = "original" if role == "mutant" else "mutant"
-        # the first phrase begins the partner's translation: the text before the replaced word, else the word's own
+        # the first phrase begins the new translation as it begins the partner's: the text before the replaced
+        # word, else the word's own translation (when there is one)
         out.append(Request(k, role, source, phrases,
                            f"the {role} translated again to keep the {other}'s translation outside the replaced word "
-                           f"(constrained beam search{note})", starts=True))
+                           f"(constrained beam search{note})", starts=bool(around[0].strip() or mine.strip())))
     return out
 
 

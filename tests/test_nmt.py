@@ -484,6 +484,25 @@ def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(
             assert relations[case.relation].check(case, {**translation, source: s["text"]}).distance == 0
             assert "beam search" in s["origin"] and s["text"] != translation[source]
     assert figures["offered"] == sum(len(i["suggestions"]) for i in issues) >= 3
+    assert figures["below_min_score"] == 0
+    # A floor above every score: the sides' own translations score below it, so no constrained search is made
+    # (only the RTI's n-best list), and nothing is offered.
+    floor = add_suggestions(issues, cases, relations, translation, translator, beam=4, min_score=0.0)
+    assert floor["below_min_score"] == 5 and floor["searched"] == 1 and floor["offered"] == 0
+
+
+def test_a_translation_scores_as_the_search_scored_it(translator):
+    from repair.nmt.constrained import score_translations, translate_constrained
+
+    sources = ["The cat sees the dog .", "The teacher likes the clever student .", ""]
+    best = [h[0] for h in translate_constrained(translator, sources, [[], [], []], beam=4)]
+    scores = score_translations(translator, sources, [h.text for h in best])
+    assert scores[0] == pytest.approx(best[0].score, abs=1e-4) and scores[1] == pytest.approx(best[1].score, abs=1e-4)
+    assert scores[2] == float("-inf")
+    other = score_translations(translator, sources[:1], ["老师帮助聪明的学生。"])[0]
+    assert other < scores[0]  # another sentence's translation is less likely
+    with pytest.raises(UserError, match="targets"):
+        score_translations(translator, sources, ["猫"])
 
 
 def test_augmented_pairs_carry_their_correction(trained, data_dir, translator, tmp_path):

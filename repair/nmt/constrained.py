@@ -14,6 +14,7 @@ output cap cut off, is reported unmet, never dropped in silence.
 from __future__ import annotations
 
 import functools
+import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 import re
@@ -334,3 +335,43 @@ def translate_constrained(
     with ThreadPoolExecutor(t.workers, thread_name_prefix="constrained") as pool:
         list(pool.map(job.run, batches))
     return job.out
+
+
+def score_translations(model, sources: Sequence[str], targets: Sequence[str]) -> list[float]:
+    """The model's score of each target as the translation of its source, as fairseq's search scores a
+    hypothesis: the log-probability of its tokens and the end token, over their number ** len_penalty (one
+    teacher-forced pass per batch, no search). An empty source or target scores -inf."""
+    import torch
+    from fairseq.data import data_utils
+
+    if len(sources) != len(targets):
+        raise UserError(f"{len(targets)} targets for {len(sources)} sources: give one per source")
+    t = _as_translator(model)
+    out = [-math.inf] * len(sources)
+    cleaned = [(clean_text(s or ""), clean_text(x or "")) for s, x in zip(sources, targets)]
+    todo = [i for i, (s, x) in enumerate(cleaned) if s and x]
+    if not todo:
+        return out
+    src = t.encode_all([cleaned[i][0] for i in todo], cleaned=True)
+    tgt_dict, eos, pad = t.tgt_dict, t.tgt_dict.eos(), t.tgt_dict.pad()
+    tgt = [torch.tensor([tgt_dict.indices.get(p, tgt_dict.unk()) for p in line.split()] + [eos], dtype=torch.long)
+           for line in t.tgt_codec.encode_all([cleaned[i][1] for i in todo])]
+    penalty = t.generator.len_penalty
+    if t.threads and torch.get_num_threads() != t.threads:
+        torch.set_num_threads(t.threads)
+    for batch in t._batches([len(x) + len(y) for x, y in zip(src, tgt)]):
+        s, y = [src[b] for b in batch], [tgt[b] for b in batch]
+        net_input = {
+            "src_tokens": data_utils.collate_tokens(s, t.src_dict.pad(), t.src_dict.eos(), left_pad=True,
+                                                    pad_to_length=t.bucket(max(len(x) for x in s))).to(t.device),
+            "src_lengths": torch.tensor([len(x) for x in s], device=t.device),
+            "prev_output_tokens": data_utils.collate_tokens(y, pad, eos, left_pad=False,
+                                                            move_eos_to_beginning=True).to(t.device),
+        }
+        target = data_utils.collate_tokens(y, pad, eos, left_pad=False).to(t.device)
+        with torch.inference_mode():
+            lprobs = t.model.get_normalized_probs(t.model(**net_input), log_probs=True).float()
+            picked = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
+        for b, row, n in zip(batch, picked.sum(-1).tolist(), (len(x) for x in y)):
+            out[todo[b]] = row / n ** penalty
+    return out

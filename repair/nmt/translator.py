@@ -122,6 +122,12 @@ class FairseqTranslator(Translator):
 
         return translate_constrained(self, sources, constraints, **options)
 
+    def score(self, sources: list[str], targets: list[str]) -> list[float]:
+        """The model's score of each target as its source's translation (repair.nmt.constrained)."""
+        from repair.nmt.constrained import score_translations
+
+        return score_translations(self, sources, targets)
+
     # ------------------------------------------------------------------ loading
 
     def _load_model(self, state: dict):

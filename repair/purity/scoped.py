@@ -182,6 +182,10 @@ class _ScopedSearch:
 
         return self.scoped.routed(sources, (self.edited, self.fallback), search)
 
+    def score(self, sources: list[str], targets: list[str]) -> list[float]:
+        return self.scoped.routed(sources, (self.edited, self.fallback),
+                                  lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]))
+
 
 def served(cfg: dict, translator: Translator) -> Translator:
     """`translator` as the model it loaded is meant to be served: a scoped edit's checkpoint (scope.json beside

@@ -427,6 +427,15 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     assert not cut[0][0].met and cut[1][0].met
     with pytest.raises(UserError, match="constraint lists"):
         translate_constrained(translator, sources, wanted[:2])
+    # In batches of beam rows (suggestions' few dozen searches): the same phrases met, nearest caps batched together.
+    rows = translate_constrained(translator, sources, wanted, beam=4, nbest=2, rows=8, max_lengths=[30, 12, 29, None])
+    assert [[h.met for h in o] for o in rows][:3] == [[h.met for h in o] for o in out][:3]
+    assert all(p in rows[1][0].text.replace(" ", "") for p in wanted[1])
+    from repair.nmt.constrained import _Job
+    job = _Job(translator, sources, wanted, beam=4, nbest=2, ordered=True, max_lengths=[30, 12, 29, None], starts=None)
+    assert job.by_caps(8) == [[1, 2], [0]]  # positions among the non-empty sources, two beams of 4 rows each
+    with pytest.raises(UserError, match="rows"):
+        translate_constrained(translator, sources, wanted, rows=0)
 
 
 def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(translator):

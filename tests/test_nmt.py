@@ -436,6 +436,10 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     assert job.by_caps(8) == [[1, 2], [0]]  # positions among the non-empty sources, two beams of 4 rows each
     with pytest.raises(UserError, match="rows"):
         translate_constrained(translator, sources, wanted, rows=0)
+    # Each source stops at its own cap, whatever its batch holds: 2 tokens for the first, in one batch with others.
+    short = translate_constrained(translator, sources, wanted, beam=4, rows=100, max_lengths=[2, None, None, None])
+    assert len(translator.tgt_codec.encode_all([short[0][0].text])[0].split()) <= 2 and not short[0][0].met
+    assert short[1][0].met and short[1][0].text == out[1][0].text
 
 
 def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(translator):

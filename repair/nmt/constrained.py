@@ -143,7 +143,46 @@ def _choose(banks: list[int], scores: list[float], beams: list[int], tokens: lis
     return sorted(kept, key=lambda i: stripe[i])[:size]
 
 
-def _search(tgt_dict, ordered: bool, final_step: int):
+class _Ended:
+    """The constraint state of a hypothesis at its own output cap: finished, nothing more to write."""
+
+    finished = True
+
+    def next_tokens(self):
+        return ()
+
+
+ENDED = _Ended()
+
+
+def _only_end(lprobs, rows: list[int], eos: int) -> None:
+    """At a source's own cap: only the end token is allowed to its hypotheses (what fairseq's generator does to
+    every source at the batch's cap). lprobs: (batch, beam, vocab), changed in place."""
+    if rows:
+        lprobs[rows, :, :eos] = -math.inf
+        lprobs[rows, :, eos + 1:] = -math.inf
+
+
+def _capped(step: int, caps: list[int] | None, original_batch_idxs) -> list[int]:
+    """Sentences (positions in the current batch) whose own output cap is reached at this step."""
+    if caps is None or original_batch_idxs is None:
+        return []
+    return [k for k, o in enumerate(original_batch_idxs.tolist()) if step >= caps[o]]
+
+
+def _plain(tgt_dict, caps: list[int]):
+    """fairseq's beam search with an output cap per source: at its cap a source's hypotheses can only end."""
+    from fairseq.search import BeamSearch
+
+    class Search(BeamSearch):
+        def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+            _only_end(lprobs, _capped(step, caps, original_batch_idxs), tgt_dict.eos())
+            return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
+
+    return Search(tgt_dict)
+
+
+def _search(tgt_dict, ordered: bool, final_step: int, caps: list[int] | None = None):
     """fairseq's LexicallyConstrainedBeamSearch, with two changes.
 
     - Every hypothesis may end at the output cap. fairseq's search forbids the end of sentence until a hypothesis
@@ -152,6 +191,8 @@ def _search(tgt_dict, ordered: bool, final_step: int):
       unmet hypotheses end there (and are reported unmet).
     - Its per-sentence step (step_sentence) does the same on Python lists instead of one tensor element at a
       time: the same candidates, banks, de-duplication and round-robin stripes, several times faster.
+    - `caps`: an output cap per source (by its position in the batch): at its own cap a source's hypotheses can
+      only end, met or not, as every source's can at the batch's cap; so a batch can hold sources of other caps.
     """
     import torch
     from fairseq.search import LexicallyConstrainedBeamSearch
@@ -160,6 +201,10 @@ def _search(tgt_dict, ordered: bool, final_step: int):
     class Search(LexicallyConstrainedBeamSearch):
         def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
             if step < final_step:
+                capped = _capped(step, caps, original_batch_idxs)
+                _only_end(lprobs, capped, tgt_dict.eos())
+                for k in capped:  # ended: the end token is not held back for unmet constraints
+                    self.constraint_states[k] = [ENDED] * len(self.constraint_states[k])
                 return super().step(step, lprobs, scores, prev_output_tokens, original_batch_idxs)
             states, self.constraint_states = self.constraint_states, []
             try:
@@ -170,6 +215,12 @@ def _search(tgt_dict, ordered: bool, final_step: int):
         def step_sentence(self, step, sentno, lprobs, constraint_states, beams_buf, indices_buf, scores_buf):
             device = lprobs.device
             beams, indices, scores = beams_buf.tolist(), indices_buf.tolist(), scores_buf.tolist()
+            if constraint_states and constraint_states[0] is ENDED:  # at its own cap: the best endings
+                chosen = _choose([0] * len(scores), scores, beams, indices, 0, self.num_cands)
+                return (torch.tensor([scores[i] for i in chosen], device=device),
+                        torch.tensor([indices[i] for i in chosen], device=device, dtype=torch.long),
+                        torch.tensor([beams[i] for i in chosen], device=device, dtype=torch.long),
+                        [ENDED] * len(chosen))
             # STEP 2: every beam item's next constraint tokens are candidates too
             extra_beams, extra_tokens = [], []
             for beamno, state in enumerate(constraint_states):
@@ -270,7 +321,13 @@ class _Job:
         constrained = any(self.spelled[i] for i in idx)
         width = t.bucket(max(len(x) for x in tokens))
         cap = self.cap(idx, width)
-        strategy = _search(t.tgt_dict, self.ordered, cap) if constrained else None
+        own = [cap if self.max_lengths is None or self.max_lengths[i] is None else min(cap, max(1, int(self.max_lengths[i])))
+               for i in idx]
+        own = own if min(own) < cap else None  # each source's own cap where the batch holds shorter ones
+        if constrained:
+            strategy = _search(t.tgt_dict, self.ordered, cap, own)
+        else:
+            strategy = _plain(t.tgt_dict, own) if own is not None else None
         generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=self.beam, max_len_a=0, max_len_b=cap,
                                       max_len=t.generator.max_len, len_penalty=t.generator.len_penalty,
                                       search_strategy=strategy)
@@ -320,14 +377,14 @@ def translate_constrained(
     output caps are reused), ModelFiles or a checkpoint path. Sources are batched as the translator
     batches them (length buckets up to max_tokens), decoded by the translator's workers side by side;
     `ordered` phrases appear in the order given. `max_lengths`: per source, at most this many target tokens
-    (a batch stops at the longest of its sources'; None: the translator's output cap). `starts`: per source, whether
+    (None: the translator's output cap); at its own cap a source's hypotheses can only end, whatever its batch. `starts`: per source, whether
     its first phrase is the beginning of the output (ordered): spelled as the model writes a sentence's first
     word (with a SentencePiece model, its leading "▁"), so that the search can begin with the model's own first
     tokens instead of writing them twice, once its way and once the phrase's. `rows`: batch as many sources as
     fit in this many beam rows (sources x beam), those with the nearest output caps together, each batch padded to
     its longest source and decoded with all the translator's threads, instead of the translator's length buckets
     and workers: fairseq's search costs mostly a fixed amount per step and per batch, so a few dozen searches
-    (suggestions) run about twice as fast in one batch as in a handful."""
+    (suggestions) run about twice as fast in one batch as in a handful, with the same hypotheses."""
     import torch
 
     _check_arguments(sources, constraints, beam, nbest, max_lengths, starts)

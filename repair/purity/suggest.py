@@ -40,7 +40,7 @@ class Request:
     starts: bool = False
 
 
-def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 1) -> int:
+def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 2) -> int:
     """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain,
     and a few more. A consistent translation of the same source is not much longer; a search past that is
     wasted (fairseq's search does not end a hypothesis before it has all its phrases)."""
@@ -86,11 +86,10 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
 
 
 REQUESTS = {"rti": rti_requests, "replace": replace_requests}
-# Beam rows per batch of constrained searches: a few dozen searches in one or two batches, those with the nearest
-# output caps together (fairseq's search costs mostly a fixed amount per step and per batch; on the make demo slice
-# one batch of its 32 constrained searches took 0.54 s against 1.15 s in the translator's length buckets on two
-# workers). The n-best lists keep the translator's buckets: their hypotheses depend on the cap, which a batch
-# shares (in one batch a short RTI's list took a shorter, wrong hypothesis first).
+# Beam rows per batch of searches: a few dozen searches in one or two batches, each source still stopped at its own
+# output cap (fairseq's search costs mostly a fixed amount per step and per batch; on the make demo slice its 32
+# constrained searches took 0.61 s in one batch against 1.36 s in the translator's length buckets on two workers,
+# its 31 n-best lists 0.22 against 0.27 s, with the same hypotheses).
 ROWS = 256
 SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
            "own translation, and the rest of it (constrained beam search")
@@ -205,8 +204,7 @@ class Search:
                 caps = [length_cap(self.fs, self.translation[s], c) for s, c, _ in group]
                 hyps = self.fs.translate_constrained([s for s, _, _ in group], [list(c) for _, c, _ in group],
                                                      beam=width, nbest=width, ordered=ordered, max_lengths=caps,
-                                                     starts=[starts for _, _, starts in group],
-                                                     rows=self.rows if constrained else None)
+                                                     starts=[starts for _, _, starts in group], rows=self.rows)
                 found.update(zip(group, hyps))
                 log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
                           "constrained" if constrained else "n-best", width, time.perf_counter() - began)

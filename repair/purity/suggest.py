@@ -89,7 +89,8 @@ REQUESTS = {"rti": rti_requests, "replace": replace_requests}
 # Beam rows per batch of searches: a few dozen searches in one or two batches, each source still stopped at its own
 # output cap (fairseq's search costs mostly a fixed amount per step and per batch; on the make demo slice its 32
 # constrained searches took 0.61 s in one batch against 1.36 s in the translator's length buckets on two workers,
-# its 31 n-best lists 0.22 against 0.27 s, with the same hypotheses).
+# its 31 n-best lists 0.22 against 0.27 s, with the same hypotheses). More than two batches' worth keep the
+# translator's buckets and workers (314 n-best lists of the CNN sentences: 3.9 s that way, 5.0 s in rows).
 ROWS = 256
 SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
            "own translation, and the rest of it (constrained beam search")
@@ -204,7 +205,8 @@ class Search:
                 caps = [length_cap(self.fs, self.translation[s], c) for s, c, _ in group]
                 hyps = self.fs.translate_constrained([s for s, _, _ in group], [list(c) for _, c, _ in group],
                                                      beam=width, nbest=width, ordered=ordered, max_lengths=caps,
-                                                     starts=[starts for _, _, starts in group], rows=self.rows)
+                                                     starts=[starts for _, _, starts in group],
+                                                     rows=self.rows if len(group) * width <= 2 * self.rows else None)
                 found.update(zip(group, hyps))
                 log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
                           "constrained" if constrained else "n-best", width, time.perf_counter() - began)

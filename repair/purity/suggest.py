@@ -87,10 +87,11 @@ def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, 
 
 REQUESTS = {"rti": rti_requests, "replace": replace_requests}
 # Beam rows per batch of searches: a few dozen searches in one or two batches, each source still stopped at its own
-# output cap (fairseq's search costs mostly a fixed amount per step and per batch; on the make demo slice its 32
+# output cap (fairseq's search costs mostly a fixed amount per step and per batch). On the make demo slice its 32
 # constrained searches took 0.61 s in one batch against 1.36 s in the translator's length buckets on two workers,
-# its 31 n-best lists (310 rows) 0.20 s in one batch, 0.25 s in two, 0.28 s in buckets, with the same hypotheses). More than two batches' worth keep the
-# translator's buckets and workers (314 n-best lists of the CNN sentences: 3.9 s that way, 5.0 s in rows).
+# its 31 n-best lists (310 rows) 0.20 s in one batch, 0.25 s in two, 0.28 s in buckets, with the same hypotheses.
+# More than two batches' worth keep the translator's buckets and workers (314 n-best lists of the CNN sentences:
+# 3.9 s that way, 5.0 s in rows of 256).
 ROWS = 512
 SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
            "own translation, and the rest of it (constrained beam search")

@@ -53,13 +53,17 @@ def exact_generality(texts: Sequence[str], references: Mapping[str, str] | None,
             "lost": test["resolved"], "gained": test["new"], "p_value": test["p_value"], "test": MCNEMAR}
 
 
+def is_word(w: str, stop: set[str]) -> bool:
+    """Whether one of jieba's words counts: not empty, not a stop token, not punctuation alone."""
+    return bool(w) and w not in stop and not all(c in PUNCTUATION for c in w)
+
+
 def words(text: str, stop_tokens: Iterable[str] = ()) -> set[str]:
     """jieba's words of a Chinese text, stop tokens, whitespace and punctuation left out."""
     import jieba
 
     stop = set(stop_tokens)
-    return {w for w in (t.strip() for t in jieba.lcut(squeeze(text)))
-            if w and w not in stop and not all(c in PUNCTUATION for c in w)}
+    return {w for w in (t.strip() for t in jieba.lcut(squeeze(text))) if is_word(w, stop)}
 
 
 def correction_terms(corrections: Sequence[Mapping], stop_tokens: Iterable[str] = ()) -> list[str]:
@@ -107,7 +111,7 @@ def changes(translation: str, correction: str, stop_tokens: Iterable[str] = ()) 
         return [w for w in jieba.lcut(squeeze(text)) if w.strip()]
 
     def kept(run: list[str]) -> str:
-        return "".join(w for w in run if w not in stop and not all(c in PUNCTUATION for c in w))
+        return "".join(w for w in run if is_word(w, stop))
 
     def trimmed(x: str, y: str) -> tuple[str, str]:  # characters both runs share at either end are no change
         n = len(os.path.commonprefix([x, y]))

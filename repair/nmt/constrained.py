@@ -285,19 +285,21 @@ class _Job:
                              for k, p in enumerate(self.phrases[i])) if x is not None] for i in self.todo}
         self.ignore = {t.tgt_dict.unk(), t.tgt_dict.pad(), t.tgt_dict.bos(), t.tgt_dict.eos()}
 
+    def own_cap(self, i: int) -> int | None:
+        """Source i's own output cap, when one was given."""
+        given = self.max_lengths[i] if self.max_lengths is not None else None
+        return None if given is None else max(1, int(given))
+
     def cap(self, idx: list[int], width: int) -> int:
         """The batch's output cap: the generator's, or the longest of its sources' own caps when given."""
         caps = self.t.generator
         cap = min(int(caps.max_len_a * width + caps.max_len_b), caps.max_len - 1)
-        if self.max_lengths is not None:
-            cap = min(cap, max(cap if self.max_lengths[i] is None else max(1, int(self.max_lengths[i])) for i in idx))
-        return cap
+        return min(cap, max(cap if self.own_cap(i) is None else self.own_cap(i) for i in idx))
 
     def by_caps(self, rows: int) -> list[list[int]]:
         """Positions in `todo` in batches of at most `rows` beam rows, sources of the nearest caps together."""
         def cap(b: int) -> int:
-            i = self.todo[b]
-            own = self.max_lengths[i] if self.max_lengths is not None else None
+            own = self.own_cap(self.todo[b])
             return own if own is not None else 1 << 30
 
         order = sorted(range(len(self.todo)), key=lambda b: (cap(b), len(self.encoded[self.todo[b]])))
@@ -311,7 +313,6 @@ class _Job:
 
     def run(self, batch: list[int]) -> None:
         import torch
-        from fairseq.data import data_utils
         from fairseq.sequence_generator import SequenceGenerator
         from fairseq.token_generation_constraints import pack_constraints
 
@@ -321,8 +322,7 @@ class _Job:
         constrained = any(self.spelled[i] for i in idx)
         width = t.bucket(max(len(x) for x in tokens))
         cap = self.cap(idx, width)
-        own = [cap if self.max_lengths is None or self.max_lengths[i] is None else min(cap, max(1, int(self.max_lengths[i])))
-               for i in idx]
+        own = [cap if self.own_cap(i) is None else min(cap, self.own_cap(i)) for i in idx]
         own = own if min(own) < cap else None  # each source's own cap where the batch holds shorter ones
         if constrained:
             strategy = _search(t.tgt_dict, self.ordered, cap, own)
@@ -331,11 +331,7 @@ class _Job:
         generator = SequenceGenerator([t.model], t.tgt_dict, beam_size=self.beam, max_len_a=0, max_len_b=cap,
                                       max_len=t.generator.max_len, len_penalty=t.generator.len_penalty,
                                       search_strategy=strategy)
-        sample = {"net_input": {
-            "src_tokens": data_utils.collate_tokens(tokens, t.src_dict.pad(), t.src_dict.eos(), left_pad=True,
-                                                    pad_to_length=width).to(t.device),
-            "src_lengths": torch.tensor([len(x) for x in tokens], device=t.device),
-        }}
+        sample = {"net_input": t.source_input(tokens)}
         packed = pack_constraints([self.spelled[i] for i in idx]).to(t.device) if constrained else None
         with torch.inference_mode():
             hypos = generator.generate([t.model], sample, constraints=packed)
@@ -404,8 +400,7 @@ def translate_constrained(
         finally:
             torch.set_num_threads(before)
         return job.out
-    if t.threads and torch.get_num_threads() != t.threads:
-        torch.set_num_threads(t.threads)
+    t.use_threads()
     batches = t._batches([len(job.encoded[i]) for i in job.todo])
     if t.workers > 1:
         batches = spread(batches, 2 * t.workers)
@@ -441,17 +436,12 @@ def score_translations(model, sources: Sequence[str], targets: Sequence[str]) ->
     tgt = [torch.tensor([tgt_dict.indices.get(p, tgt_dict.unk()) for p in line.split()] + [eos], dtype=torch.long)
            for line in t.tgt_codec.encode_all([cleaned[i][1] for i in todo])]
     penalty = t.generator.len_penalty
-    if t.threads and torch.get_num_threads() != t.threads:
-        torch.set_num_threads(t.threads)
+    t.use_threads()
     for batch in t._batches([len(x) + len(y) for x, y in zip(src, tgt)]):
-        s, y = [src[b] for b in batch], [tgt[b] for b in batch]
-        net_input = {
-            "src_tokens": data_utils.collate_tokens(s, t.src_dict.pad(), t.src_dict.eos(), left_pad=True,
-                                                    pad_to_length=t.bucket(max(len(x) for x in s))).to(t.device),
-            "src_lengths": torch.tensor([len(x) for x in s], device=t.device),
-            "prev_output_tokens": data_utils.collate_tokens(y, pad, eos, left_pad=False,
-                                                            move_eos_to_beginning=True).to(t.device),
-        }
+        y = [tgt[b] for b in batch]
+        net_input = {**t.source_input([src[b] for b in batch]),
+                     "prev_output_tokens": data_utils.collate_tokens(y, pad, eos, left_pad=False,
+                                                                     move_eos_to_beginning=True).to(t.device)}
         target = data_utils.collate_tokens(y, pad, eos, left_pad=False).to(t.device)
         with torch.inference_mode():
             lprobs = t.model.get_normalized_probs(t.model(**net_input), log_probs=True).float()

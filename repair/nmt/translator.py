@@ -183,6 +183,24 @@ class FairseqTranslator(Translator):
     def bucket(self, length: int) -> int:
         return bucket_width(length, self.max_source_positions)
 
+    def source_input(self, tokens: Sequence) -> dict:
+        """A batch's encoded sources as the model takes them: left-padded to their bucket's width (so that a
+        translation never depends on its batch), with their lengths."""
+        import torch
+        from fairseq.data import data_utils
+
+        return {"src_tokens": data_utils.collate_tokens(tokens, self.src_dict.pad(), self.src_dict.eos(), left_pad=True,
+                                                        pad_to_length=self.bucket(max(len(t) for t in tokens))
+                                                        ).to(self.device),
+                "src_lengths": torch.tensor([len(t) for t in tokens], device=self.device)}
+
+    def use_threads(self) -> None:
+        """torch's thread count set to this translator's (training in the same process may have set another)."""
+        import torch
+
+        if self.threads and torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
+
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
         """Indices grouped by bucket, each group cut to max_tokens / max_sentences."""
         by_width: dict[int, list[int]] = {}
@@ -193,7 +211,6 @@ class FairseqTranslator(Translator):
 
     def translate(self, texts: list[str]) -> list[str]:
         import torch
-        from fairseq.data import data_utils
 
         if isinstance(texts, str):
             raise TypeError("translate() takes a list of texts")
@@ -205,29 +222,19 @@ class FairseqTranslator(Translator):
         if self._truncated:
             logger.warning("%d text(s) longer than the model's %d source positions were truncated",
                            self._truncated, self.max_source_positions)
-        pad, eos = self.src_dict.pad(), self.src_dict.eos()
         symbols = self.tgt_dict.symbols
         ignore = {self.tgt_dict.unk(), self.tgt_dict.pad(), self.tgt_dict.bos(), self.tgt_dict.eos()}
 
         def run(batch: list[int], generator) -> None:
             idx = [todo[b] for b in batch]
             tokens = [encoded[i] for i in idx]
-            sample = {
-                "net_input": {
-                    "src_tokens": data_utils.collate_tokens(
-                        tokens, pad, eos, left_pad=True, pad_to_length=self.bucket(max(len(t) for t in tokens))
-                    ).to(self.device),
-                    "src_lengths": torch.tensor([len(t) for t in tokens], device=self.device),
-                }
-            }
             with torch.inference_mode():
-                hypos = generator.generate([self.model], sample)
+                hypos = generator.generate([self.model], {"net_input": self.source_input(tokens)})
             for i, hyps in zip(idx, hypos):
                 tokens = " ".join(symbols[t] for t in hyps[0]["tokens"].tolist() if t not in ignore)
                 out[i] = self.tgt_codec.decode(tokens)
 
-        if self.threads and torch.get_num_threads() != self.threads:
-            torch.set_num_threads(self.threads)  # training in the same process may have set another count
+        self.use_threads()
         batches = self._batches([len(encoded[i]) for i in todo])
         if self.workers == 1 or len(batches) < 2:
             for batch in batches:

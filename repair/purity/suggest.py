@@ -175,7 +175,6 @@ class Search:
         self.fs, self.issues, self.cases, self.relations, self.translation = fs, issues, cases, relations, translation
         self.beam, self.nbest_beam, self.min_score, self.repeat_chars = beam, nbest_beam, min_score, repeat_chars
         self.searched = 0
-        self.rows = ROWS
         self.low: set[str] = set()  # sources whose own translation scores below min_score: no constrained search
 
     def skip_low(self, reqs: list[Request]) -> int:
@@ -183,7 +182,7 @@ class Search:
         scores below `min_score`, and a translation forced to contain phrases the model did not choose scores
         lower still (on the demo's and a news slice's searches, 5 of 55 scored higher, none past min_score).
         Scored in one teacher-forced pass, far cheaper than the searches. Returns how many were set aside."""
-        if self.min_score is None or not hasattr(self.fs, "score"):
+        if self.min_score is None:
             return 0
         sources = list(dict.fromkeys(r.source for r in reqs if r.constraints))
         if sources:
@@ -207,7 +206,7 @@ class Search:
                 hyps = self.fs.translate_constrained([s for s, _, _ in group], [list(c) for _, c, _ in group],
                                                      beam=width, nbest=width, ordered=ordered, max_lengths=caps,
                                                      starts=[starts for _, _, starts in group],
-                                                     rows=self.rows if len(group) * width <= 2 * self.rows else None)
+                                                     rows=ROWS if len(group) * width <= 2 * ROWS else None)
                 found.update(zip(group, hyps))
                 log.debug("suggestions: %d %s searches, beam %d, %.1f s", len(group),
                           "constrained" if constrained else "n-best", width, time.perf_counter() - began)
@@ -257,10 +256,11 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
     parts: dict[str, list[str]] = {}
     for r in filter(is_container, requests):
         parts.setdefault(r.source, []).append(r.constraints[0])
+    splices = {source: spliced(translation[source], ps) for source, ps in parts.items()}  # once per container
     out = []
     for r in requests:
         if is_container(r):
-            pieces, begins = spliced(translation[r.source], parts[r.source])
+            pieces, begins = splices[r.source]
             r = Request(r.issue, r.role, r.source, pieces, SPLICED + note + ")", starts=begins)
         out.append(r)
     return out

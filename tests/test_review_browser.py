@@ -86,6 +86,13 @@ def open_page(browser, url):
     return page, errors
 
 
+def wait_text(page, selector, text, start=False):
+    """Wait until the element's text begins with (or contains) `text`: Playwright's own assertion, which needs no
+    eval in the page, so a page whose Content-Security-Policy forbids eval can be waited on too."""
+    pattern = re.compile("^" + re.escape(text) if start else re.escape(text))
+    sync_api.expect(page.locator(selector)).to_have_text(pattern, timeout=30_000)
+
+
 def status(page):
     return page.text_content("#status")
 
@@ -102,11 +109,11 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
         kb.press("Home")
         kb.type("亲切的")  # "亲切的与特朗普…" is no poetry, but it is an edit
         kb.press("Control+Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        wait_text(page, "#position", "Issue 2", start=True)
         # 2: a false positive
         kb.press("n")
         kb.press("Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 3')")
+        wait_text(page, "#position", "Issue 3", start=True)
         # 3: the markup in the texts shows as text and does not run
         assert page.text_content("#rti-source") == SCRIPT
         assert page.text_content("#rti-translation").startswith("<img src=x")
@@ -119,7 +126,7 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
         kb.type("脚本标记")
         kb.press("Escape")
         kb.press("Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 4')")
+        wait_text(page, "#position", "Issue 4", start=True)
         assert "Judged 3 of 4" in page.text_content("#progress-text")
         assert "precision 0.67" in page.text_content("#progress-text")
         # a POST without the token is refused
@@ -130,11 +137,11 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
         # the token came in the address's #fragment only: gone from the address bar, kept for a reload
         assert page.evaluate("location.hash") == ""
         page.reload()
-        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 3 of 4')")
+        wait_text(page, "#progress-text", "Judged 3 of 4")
         # the page without the token says where to get it
         bare = browser.new_page()
         bare.goto(server.url.split("#")[0])
-        bare.wait_for_function("document.querySelector('#progress-text').textContent.includes('#token=')")
+        wait_text(bare, "#progress-text", "#token=")
         assert errors == []
     finally:
         server.kill()
@@ -156,7 +163,7 @@ def test_judge_with_the_keyboard_kill_restart_and_finish(browser, run_dir):
         page.keyboard.press("u")
         page.keyboard.press("n")
         page.keyboard.press("s")
-        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 4 of 4')")
+        wait_text(page, "#progress-text", "Judged 4 of 4")
         page.keyboard.press("k")  # the screenshot shows an issue with an error marked
         page.wait_for_timeout(300)
         page.screenshot(path="/tmp/review.png")
@@ -194,7 +201,7 @@ def test_both_relations_on_one_page(browser, tmp_path):
         assert page.is_visible("#wrong-container") and page.is_visible("#wrong-rti")
         kb.press("n")
         kb.press("Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        wait_text(page, "#position", "Issue 2", start=True)
         assert page.text_content("#meta").startswith("replace")
         assert page.text_content("#original-source") == REPLACE["sides"][0]["source"]
         assert page.text_content("#pair-mutant mark") == "dog"  # the new word marked in the mutant
@@ -207,7 +214,7 @@ def test_both_relations_on_one_page(browser, tmp_path):
         kb.press("Control+a")
         kb.type("红狗坐在垫子上。")
         kb.press("Control+Enter")
-        page.wait_for_function("document.querySelector('#progress-text').textContent.includes('Judged 2 of 2')")
+        wait_text(page, "#progress-text", "Judged 2 of 2")
         assert not errors
     finally:
         server.kill()
@@ -244,7 +251,7 @@ def test_a_suggestion_accepted_with_its_key_reaches_fine_tuning(browser, tmp_pat
         assert page.get_attribute("#wrong-container", "aria-pressed") == "true"
         kb.press("1")
         kb.press("Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 2')")
+        wait_text(page, "#position", "Issue 2", start=True)
         # accepted, then one character changed: an edit of one character
         kb.press("a")
         kb.press("e")
@@ -254,7 +261,7 @@ def test_a_suggestion_accepted_with_its_key_reaches_fine_tuning(browser, tmp_pat
         kb.press("Escape")
         kb.press("1")
         kb.press("Enter")
-        page.wait_for_function("document.querySelector('#position').textContent.startsWith('Issue 3')")
+        wait_text(page, "#position", "Issue 3", start=True)
         assert not page.is_visible("#container-suggestion")  # no suggestion: nothing shown, A says so
         kb.press("a")
         assert "No suggestion" in page.text_content("#message")

@@ -28,6 +28,15 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
+class Scored:
+    """A candidate translation with the model's score (as constrained.Hypothesis, its phrases met)."""
+
+    text: str
+    score: float
+    met: bool = True
+
+
+@dataclass(frozen=True)
 class Request:
     """A side to search for: its source, the phrases its translation must contain (none: an n-best list), and
     whether the first of them is to begin it."""
@@ -40,12 +49,18 @@ class Request:
     starts: bool = False
 
 
-def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 2) -> int:
-    """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain,
-    and a few more. A consistent translation of the same source is not much longer; a search past that is
-    wasted (fairseq's search does not end a hypothesis before it has all its phrases)."""
-    lines = translator.tgt_codec.encode_all([current, *phrases])
-    return max(len(lines[0].split()), sum(len(line.split()) for line in lines[1:])) + slack
+def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 2, starts: bool = False) -> int:
+    """Target tokens a suggestion may take: the longer of the side's translation and the phrases it must contain
+    (spelled as the constrained search spells them: inside a sentence, the first at its beginning where `starts`),
+    and a few more. A consistent translation of the same source is not much longer; a search past that is wasted
+    (fairseq's search does not end a hypothesis before it has all its phrases)."""
+    from repair.nmt.constrained import _as_translator, encode_phrase
+
+    t = _as_translator(translator)
+    own = len(t.tgt_codec.encode_all([current])[0].split())
+    need = sum(len(encode_phrase(t, p, start=starts and i == 0) or t.tgt_codec.encode_all([p])[0].split())
+               for i, p in enumerate(phrases))
+    return max(own, need) + slack
 
 
 def rti_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
@@ -93,6 +108,7 @@ REQUESTS = {"rti": rti_requests, "replace": replace_requests}
 # More than two batches' worth keep the translator's buckets and workers (314 n-best lists of the CNN sentences:
 # 3.9 s that way, 5.0 s in rows of 256).
 ROWS = 512
+SPLICED_AS_IS = ("the container's translation with its RTIs' translations in place of the closest parts of it (scored")
 SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
            "own translation, and the rest of it (constrained beam search")
 
@@ -134,7 +150,74 @@ def best_window(text: str, part: str) -> tuple[int, int, int]:
     return prev_start[end], end, prev[end]
 
 
-def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[tuple[str, ...], bool]:
+def closest_span(current: str, part: str, min_shared: int = 2, trim: int = 0) -> tuple[int, int] | None:
+    """(start, end) of the span of `current` closest to `part` (best_window), when they have at least `min_shared`
+    characters in common and at least half of the span's, else where `part` overlaps an end of `current`
+    (edge_overlap); a character or two next to it that
+    `part` has too is taken in (the model's own rendering of it, moved). None when no span is that close.
+    `trim`: up to this many characters at an edge of the span that differ from `part`'s character there are
+    left out (a span that ends in the first characters of the next phrase: `…的一` of `…的一只猫` for `…的一张书桌`)."""
+    a, b, d = best_window(current, part)
+    shared = (len(part) + b - a - d) / 2  # characters the span and the part have in common
+    if shared < min_shared or shared * 2 < b - a:
+        return edge_overlap(current, part)
+    for _ in range(2):
+        if a > 0 and current[a - 1] in part and current[a - 1] not in "，。":
+            a -= 1
+        if b < len(current) and current[b] in part and current[b] not in "，。":
+            b += 1
+    for _ in range(trim):
+        if b - a > 1 and current[b - 1] != part[-1]:
+            b -= 1
+        if b - a > 1 and current[a] != part[0]:
+            a += 1
+    return a, b
+
+
+EDGE_STOP = set("的了，。、 ")
+ENDING = "。！？.!?"
+
+
+def edge_overlap(current: str, part: str) -> tuple[int, int] | None:
+    """The span where `part` overlaps an end of `current`: `current` (its final punctuation aside) ends with
+    `part`'s first characters, or begins with its last ones (`…后面的桥` and `桥旁边的朋友`: a translation that
+    stops before the words the part goes on with), the longest such overlap of characters other than 的, 了 and
+    punctuation alone; None when there is none."""
+    end = len(current.rstrip(ENDING))
+    for n in range(min(len(part), end) - 1, 0, -1):
+        if current[:end].endswith(part[:n]) and not set(part[:n]) <= EDGE_STOP:
+            return end - n, end
+        if current.startswith(part[-n:]) and not set(part[-n:]) <= EDGE_STOP:
+            return 0, n
+    return None
+PUNCTUATION = set("，。、；：！？,.;:!?“”\"'（）() ")
+
+
+def span_candidates(current: str, part: str, reach: int = 2) -> list[str]:
+    """Parts of `current` that may be another rendering of `part`: beginning and ending within `reach` characters
+    of the span closest to it (best_window), half to twice its length and two more characters, with at least
+    two characters in common with it, not beginning or ending with punctuation, nor with a 的 that `part` does
+    not begin or end with; `part` itself left out."""
+    current, part = squeeze(current), squeeze(part)
+    if not current or not part:
+        return []
+    a, b, _ = best_window(current, part)
+    out = []
+    for i in range(max(0, a - reach), min(len(current), a + reach + 1)):
+        for j in range(max(i + 1, b - reach), min(len(current), b + reach) + 1):
+            span = current[i:j]
+            if not len(part) / 2 <= len(span) <= 2 * len(part) + 2 or span == part:
+                continue
+            if span[0] in PUNCTUATION or span[-1] in PUNCTUATION:
+                continue
+            if (span[0] == "的" and part[0] != "的") or (span[-1] == "的" and part[-1] != "的"):
+                continue
+            if (span[0] == part[0] or span[-1] == part[-1]) and len(set(span) & set(part)) >= 2:
+                out.append(span)
+    return out
+
+
+def spliced(current: str, parts: Sequence[str], margin: int = 0, trim: int = 0) -> tuple[tuple[str, ...], bool]:
     """The phrases a container's new translation must contain, in order: each RTI's translation in place of the
     span of the container's translation that is closest to it, and the container's own translation around them.
     An RTI's translation with no close span (one with at least two characters in common and at least half of its
@@ -146,16 +229,9 @@ def spliced(current: str, parts: Sequence[str], margin: int = 0) -> tuple[tuple[
     parts = [p for p in dict.fromkeys(parts) if not any(p != q and p in q for q in parts)]
     spans = []
     for p in parts:
-        a, b, d = best_window(current, p)
-        shared = (len(p) + b - a - d) / 2  # characters the span and the part have in common
-        if shared >= 2 and shared * 2 >= b - a and not any(a < y and x < b for x, y, _ in spans):
-            # a character or two next to the span that the part has too is the model's own rendering of it, moved
-            for _ in range(2):
-                if a > 0 and current[a - 1] in p and current[a - 1] not in "，。":
-                    a -= 1
-                if b < len(current) and current[b] in p and current[b] not in "，。":
-                    b += 1
-            spans.append((a, b, p))
+        span = closest_span(current, p, trim=trim)
+        if span is not None and not any(span[0] < y and x < span[1] for x, y, _ in spans):
+            spans.append((*span, p))
     if not spans:
         return tuple(parts), False
     out, pos = [], 0
@@ -176,6 +252,16 @@ class Search:
         self.beam, self.nbest_beam, self.min_score, self.repeat_chars = beam, nbest_beam, min_score, repeat_chars
         self.searched = 0
         self.low: set[str] = set()  # sources whose own translation scores below min_score: no constrained search
+        self.scores: dict[tuple[str, str], float] = {}  # (source, translation) -> the model's score
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[float]:
+        """The model's scores of (source, translation) pairs, those not scored before in one teacher-forced pass."""
+        missing = [p for p in dict.fromkeys(pairs) if p not in self.scores]
+        if missing:
+            began = time.perf_counter()
+            self.scores.update(zip(missing, self.fs.score([p[0] for p in missing], [p[1] for p in missing])))
+            log.debug("suggestions: %d translations scored, %.2f s", len(missing), time.perf_counter() - began)
+        return [self.scores[p] for p in pairs]
 
     def skip_low(self, reqs: list[Request]) -> int:
         """Sources whose constrained search could not give an offer: the model's own translation of the side
@@ -185,10 +271,54 @@ class Search:
         if self.min_score is None:
             return 0
         sources = list(dict.fromkeys(r.source for r in reqs if r.constraints))
-        if sources:
-            own = self.fs.score(sources, [self.translation[s] for s in sources])
-            self.low = {s for s, score in zip(sources, own) if score < self.min_score}
+        own = self.score([(s, self.translation[s]) for s in sources])
+        self.low = {s for s, score in zip(sources, own) if score < self.min_score}
         return len(self.low)
+
+    def spliced_as_they_are(self, reqs: list[Request], margin: float, note: str) -> set[int]:
+        """Containers whose spliced phrases make a whole translation (the container's own with the RTIs'
+        translations in place of their closest parts): that translation, scored, is offered as it is when it scores
+        at least the container's own translation's score less `margin`, and its search is left out. Returns the
+        indices of the requests so answered."""
+        whole = [(i, r, "".join(r.constraints)) for i, r in enumerate(reqs)
+                 if r.origin.startswith(SPLICED) and r.starts and r.source not in self.low]
+        scores = self.score([(r.source, text) for _, r, text in whole] + [(r.source, self.translation[r.source])
+                                                                           for _, r, _ in whole])
+        answered = set()
+        origin = SPLICED_AS_IS + note + ")"
+        for (i, r, text), score, own in zip(whole, scores, scores[len(whole):]):
+            if score >= own - margin and self.offer(Request(r.issue, r.role, r.source, (), origin), [Scored(text, score)]):
+                answered.add(i)
+        return answered
+
+    def spans(self, margin: float, reach: int, note: str) -> set[int]:
+        """For each RTI issue, the parts of the container's translation that may render the RTI (span_candidates),
+        scored by the model as the RTI's translation in one teacher-forced pass: the best that scores at least the
+        RTI's own translation's score less `margin` is offered for the RTI. Returns the issues given one: there
+        the model finds the container's rendering about as likely as its own (on the demo slice the RTI was the
+        wrong side in 7 of 8 such issues, all of them with the reference among the parts)."""
+        todo = []
+        for k, issue in enumerate(self.issues):
+            case = self.cases[issue["id"]]
+            if issue["relation"] != "rti":
+                continue
+            container, rti = case.texts[:2]
+            rt = self.translation[rti]
+            if rt.strip():
+                todo.append((k, rti, span_candidates(self.translation[container], rt, reach)))
+        pairs = [(rti, text) for _, rti, parts in todo if parts for text in (self.translation[rti], *parts)]
+        scores = dict(zip(pairs, self.score(pairs)))
+        origin = f"the part of the container's translation the model scores best as the RTI's translation (scored{note})"
+        given = set()
+        for k, rti, parts in todo:
+            if not parts:
+                continue
+            own = scores[(rti, self.translation[rti])]
+            hyps = sorted((Scored(p, scores[(rti, p)]) for p in parts if scores[(rti, p)] >= own - margin),
+                          key=lambda h: -h.score)
+            if hyps and self.offer(Request(k, "rti", rti, (), origin), hyps):
+                given.add(k)
+        return given
 
     def search(self, reqs: list[Request], ordered: bool = True) -> dict:
         """Each distinct (source, phrases) once: the same container or RTI is in many issues; plain searches
@@ -202,7 +332,7 @@ class Search:
             if group:
                 began = time.perf_counter()
                 width = self.beam if constrained else max(self.beam, self.nbest_beam)
-                caps = [length_cap(self.fs, self.translation[s], c) for s, c, _ in group]
+                caps = [length_cap(self.fs, self.translation[s], c, starts=st) for s, c, st in group]
                 hyps = self.fs.translate_constrained([s for s, _, _ in group], [list(c) for _, c, _ in group],
                                                      beam=width, nbest=width, ordered=ordered, max_lengths=caps,
                                                      starts=[starts for _, _, starts in group],
@@ -248,7 +378,8 @@ def requests_for(issues: list[dict], cases: Mapping[str, Case], translation: Map
     return requests
 
 
-def splice_containers(requests: list[Request], issues: list[dict], translation: Mapping[str, str], note: str) -> list[Request]:
+def splice_containers(requests: list[Request], issues: list[dict], translation: Mapping[str, str],
+                      note: str, trim: int = 0) -> tuple[list[Request], list[Request]]:
     """An RTI container once, with all its RTIs' translations spliced into its own translation."""
     def is_container(r: Request) -> bool:
         return issues[r.issue]["relation"] == "rti" and r.role == "container"
@@ -257,18 +388,24 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
     for r in filter(is_container, requests):
         parts.setdefault(r.source, []).append(r.constraints[0])
     splices = {source: spliced(translation[source], ps) for source, ps in parts.items()}  # once per container
-    out = []
+    trimmed = {source: spliced(translation[source], ps, trim=trim) for source, ps in parts.items()} if trim else {}
+    out, extra = [], []
     for r in requests:
         if is_container(r):
             pieces, begins = splices[r.source]
+            if r.source in trimmed and trimmed[r.source][0] != pieces:
+                extra.append(Request(r.issue, r.role, r.source, trimmed[r.source][0], SPLICED + note + ")",
+                                     starts=trimmed[r.source][1]))
             r = Request(r.issue, r.role, r.source, pieces, SPLICED + note + ")", starts=begins)
         out.append(r)
-    return out
+    return out, extra
 
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
-                    min_score: float | None = -1.0, retry: bool = False, repeat_chars: int | None = 4) -> dict:
+                    min_score: float | None = -1.0, retry: bool = False, repeat_chars: int | None = 4,
+                    span_margin: float | None = 0.1, span_reach: int = 2, trim: int = 1,
+                    as_is_margin: float | None = None) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
 
@@ -294,18 +431,26 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
         return {"seconds": round(time.perf_counter() - start, 3), "searched": 0, "offered": 0, "skipped": note}
     for issue in issues:
         issue["suggestions"] = []
-    requests = requests_for(issues, cases, translation, note)
-    first = splice_containers(requests, issues, translation, note)
     search = Search(fs, issues, cases, relations, translation, beam=beam, nbest_beam=nbest_beam, min_score=min_score,
                     repeat_chars=repeat_chars)
+    doubted = search.spans(span_margin, span_reach, note) if span_margin is not None else set()
+    requests = requests_for(issues, cases, translation, note)
+    requests = [r for r in requests if not (r.issue in doubted and r.role == "container")]
+    first, extra = splice_containers(requests, issues, translation, note, trim)
     low = search.skip_low(first)
-    got = search.run(first)
-    offered = sum(got)
+    answered = search.spliced_as_they_are(first + extra, as_is_margin, note) if as_is_margin is not None else set()
+    rest = [k for k, r in enumerate(first + extra) if k not in answered]
+    found = dict(zip(rest, search.run([(first + extra)[k] for k in rest])))
+    got = [k in answered or found.get(k, False) for k in range(len(first))]
     again = [requests[k] for k, ok in enumerate(got) if not ok and requests[k].constraints != first[k].constraints]
     if again and retry:
-        offered += sum(search.run(again))
-    for issue in issues:
+        search.run(again)
+    for issue in issues:  # best first; a text found two ways once, with the higher score
         issue["suggestions"].sort(key=lambda s: -s["score"])
+        seen = set()
+        issue["suggestions"] = [s for s in issue["suggestions"]
+                                if (s["role"], squeeze(s["text"])) not in seen and not seen.add((s["role"], squeeze(s["text"])))]
+    offered = sum(len(issue["suggestions"]) for issue in issues)
     seconds = round(time.perf_counter() - start, 3)
     log.info("suggestions: %d for %d issues (%d searches, %.1f s)%s", offered, len(issues), search.searched, seconds,
              f"; {low} side(s) not searched: the model's own translation scores below suggest.min_score" if low else "")

@@ -459,6 +459,28 @@ def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(tran
         translate_constrained(translator, [source], [[first]], starts=[True, False])
 
 
+def test_the_tensor_step_finds_what_the_per_sentence_step_finds(translator, monkeypatch):
+    import repair.nmt.constrained as constrained
+
+    sources = ["The cat sees the dog .", "The teacher likes the clever student .", "The old horse helps the farmer .",
+               "The doctor visits the old friend .", "The red farmer sees the clever teacher ."]
+    # several constraints and none, phrases that begin the output, a cap that cuts one short, one batch and buckets
+    wanted = [["老师", "狗"], ["帮助", "红色的马"], [], ["医生"], ["学生", "马", "猫"]]
+    options = [dict(beam=4, nbest=3, starts=[True, False, False, True, False]),
+               dict(beam=3, nbest=3, rows=64, max_lengths=[4, 20, None, 12, 30]),
+               dict(beam=5, nbest=2, rows=10)]
+    met = set()
+    for kw in options:
+        found = {}
+        for tensor in (True, False):
+            monkeypatch.setattr(constrained, "TENSOR_STEPS", tensor)
+            out = constrained.translate_constrained(translator, sources, wanted, **kw)
+            found[tensor] = [[(h.text, round(h.score, 5), h.met) for h in hyps] for hyps in out]
+        assert found[True] == found[False], kw
+        met |= {h[2] for hyps in found[True] for h in hyps}
+    assert met == {True, False}  # phrases met, and phrases a cap left unmet
+
+
 def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(translator):
     from repair.purity.relations.base import Case
     from repair.purity.relations.replace import ReplaceRelation

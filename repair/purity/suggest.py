@@ -307,7 +307,10 @@ class Search:
             if rt.strip():
                 todo.append((k, rti, span_candidates(self.translation[container], rt, reach)))
         pairs = [(rti, text) for _, rti, parts in todo if parts for text in (self.translation[rti], *parts)]
-        scores = dict(zip(pairs, self.score(pairs)))
+        # every side's own translation too, in the same pass: skip_low asks for those of the sides searched
+        sides = [(source, self.translation[source]) for issue in self.issues
+                 for source in self.cases[issue["id"]].texts[:2] if self.translation.get(source, "").strip()]
+        scores = dict(zip(pairs + sides, self.score(pairs + sides)))
         origin = f"the part of the container's translation the model scores best as the RTI's translation (scored{note})"
         given = set()
         for k, rti, parts in todo:

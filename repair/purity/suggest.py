@@ -206,7 +206,7 @@ def span_candidates(current: str, part: str, reach: int = 2) -> list[str]:
     for i in range(max(0, a - reach), min(len(current), a + reach + 1)):
         for j in range(max(i + 1, b - reach), min(len(current), b + reach) + 1):
             span = current[i:j]
-            if not len(part) / 2 <= len(span) <= 2 * len(part) + 2 or span == part:
+            if abs(len(span) - len(part)) > 3 or span == part:
                 continue
             if span[0] in PUNCTUATION or span[-1] in PUNCTUATION:
                 continue
@@ -438,7 +438,7 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
                     repeat_chars=repeat_chars)
     doubted = search.spans(span_margin, span_reach, note) if span_margin is not None else set()
     requests = requests_for(issues, cases, translation, note)
-    requests = [r for r in requests if not (r.issue in doubted and r.role == "container")]
+    requests = [r for r in requests if r.issue not in doubted or (r.role == "rti" and r.constraints)]
     first, extra = splice_containers(requests, issues, translation, note, trim)
     low = search.skip_low(first)
     answered = search.spliced_as_they_are(first + extra, as_is_margin, note) if as_is_margin is not None else set()

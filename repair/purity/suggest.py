@@ -195,9 +195,10 @@ PUNCTUATION = set("，。、；：！？,.;:!?“”\"'（）() ")
 
 def span_candidates(current: str, part: str, reach: int = 2) -> list[str]:
     """Parts of `current` that may be another rendering of `part`: beginning and ending within `reach` characters
-    of the span closest to it (best_window), half to twice its length and two more characters, with at least
-    two characters in common with it, not beginning or ending with punctuation, nor with a 的 that `part` does
-    not begin or end with; `part` itself left out."""
+    of the span closest to it (best_window), at most three characters longer or shorter than it (another
+    rendering of one phrase is about as long), beginning or ending with its first or last character, with at
+    least two characters in common with it, not beginning or ending with punctuation, nor with a 的 that `part`
+    does not begin or end with; `part` itself left out."""
     current, part = squeeze(current), squeeze(part)
     if not current or not part:
         return []
@@ -438,6 +439,8 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
                     repeat_chars=repeat_chars)
     doubted = search.spans(span_margin, span_reach, note) if span_margin is not None else set()
     requests = requests_for(issues, cases, translation, note)
+    # an issue whose RTI got a part of its container's translation: neither the container searched nor the RTI's
+    # n-best list (the same suggestions on the demo slice, 6 of 31 n-best lists fewer)
     requests = [r for r in requests if r.issue not in doubted or (r.role == "rti" and r.constraints)]
     first, extra = splice_containers(requests, issues, translation, note, trim)
     low = search.skip_low(first)

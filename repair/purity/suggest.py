@@ -155,8 +155,9 @@ def closest_span(current: str, part: str, min_shared: int = 2, trim: int = 0) ->
     characters in common and at least half of the span's, else where `part` overlaps an end of `current`
     (edge_overlap); a character or two next to it that
     `part` has too is taken in (the model's own rendering of it, moved). None when no span is that close.
-    `trim`: up to this many characters at an edge of the span that differ from `part`'s character there are
-    left out (a span that ends in the first characters of the next phrase: `…的一` of `…的一只猫` for `…的一张书桌`)."""
+    `trim`: up to this many characters at the end of the span, while its last differs from `part`'s, are left
+    out (a span that ends in the first characters of the next phrase: `…的一` of `…的一只猫` for `…的一张书桌`;
+    trimming its beginning too changed no suggestion on the demo slice and searched 10 containers more)."""
     a, b, d = best_window(current, part)
     shared = (len(part) + b - a - d) / 2  # characters the span and the part have in common
     if shared < min_shared or shared * 2 < b - a:
@@ -169,8 +170,6 @@ def closest_span(current: str, part: str, min_shared: int = 2, trim: int = 0) ->
     for _ in range(trim):
         if b - a > 1 and current[b - 1] != part[-1]:
             b -= 1
-        if b - a > 1 and current[a] != part[0]:
-            a += 1
     return a, b
 
 

@@ -148,13 +148,17 @@ def test_the_rti_is_offered_the_containers_rendering_the_model_scores_as_high():
     issue, case = _rti_issue(container, rti)
     issue["suggestions"] = []
     relations = {"rti": RTIRelation(stopwords=[])}
-    for own, theirs, given in ((-0.9, -0.1, True), (-0.1, -0.15, True), (-0.1, -0.3, False)):
+    for own, theirs, container_own, given in ((-0.9, -0.1, -0.2, True), (-0.1, -0.15, -0.2, True),
+                                              (-0.1, -0.3, -0.2, False), (-0.9, -0.1, -1.5, False)):
         issue["suggestions"] = []
-        scores = Scores({(rti, "勇敢的新老师"): own, (rti, "勇敢的新男人"): theirs})
+        scores = Scores({(rti, "勇敢的新老师"): own, (rti, "勇敢的新男人"): theirs,
+                         (container, translation[container]): container_own})
         search = Search(scores, [issue], {case.id: case}, relations, translation, beam=3, nbest_beam=10,
                         min_score=-1.0)
         assert search.spans(0.1, 2, "") == ({0} if given else set())
         assert [s["text"] for s in issue["suggestions"]] == (["勇敢的新男人"] if given else [])
-        assert scores.asked and len(scores.asked) == 1  # one pass for all the parts
+        # one pass for the sides' own translations, one for all the parts; none for the parts of a container
+        # whose own translation scores below min_score
+        assert len(scores.asked) == (1 if container_own < -1.0 else 2)
         if given:
             assert issue["suggestions"][0]["role"] == "rti" and issue["suggestions"][0]["score"] == theirs

@@ -3,8 +3,8 @@ can itself produce that makes the pair consistent (distance 0), for a person to 
 
 After detection, in one batch over all issues:
 - RTI: the container translated again with fairseq's lexically constrained beam search, forced to contain the
-  RTI's translation; and for the RTI, the best of its n-best translations that the container's translation
-  contains.
+  RTI's translation; and for the RTI, the part of the container's translation the model scores best as its
+  translation, and the best of its n-best translations that the container's translation contains.
 - replace: the mutant translated again forced to contain the original's translation outside the replaced word's
   translation, with the new word's translation in its place; and the reverse for the original.
 A candidate is offered only when the relation's own check gives the pair distance 0 with it in place of the
@@ -109,7 +109,6 @@ REQUESTS = {"rti": rti_requests, "replace": replace_requests}
 # More than two batches' worth keep the translator's buckets and workers (314 n-best lists of the CNN sentences:
 # 3.9 s that way, 5.0 s in rows of 256).
 ROWS = 512
-SPLICED_AS_IS = ("the container's translation with its RTIs' translations in place of the closest parts of it (scored")
 SPLICED = ("the container translated again to contain its RTIs' translations in place of the closest parts of its "
            "own translation, and the rest of it (constrained beam search")
 
@@ -154,8 +153,8 @@ def best_window(text: str, part: str) -> tuple[int, int, int]:
 def closest_span(current: str, part: str, min_shared: int = 2, trim: int = 0) -> tuple[int, int] | None:
     """(start, end) of the span of `current` closest to `part` (best_window), when they have at least `min_shared`
     characters in common and at least half of the span's, else where `part` overlaps an end of `current`
-    (edge_overlap); a character or two next to it that
-    `part` has too is taken in (the model's own rendering of it, moved). None when no span is that close.
+    (edge_overlap); a character or two next to it that `part` has too is taken in (the model's own rendering of
+    it, moved). None when no span is that close.
     `trim`: up to this many characters at the end of the span, while its last differs from `part`'s, are left
     out (a span that ends in the first characters of the next phrase: `…的一` of `…的一只猫` for `…的一张书桌`;
     trimming its beginning too changed no suggestion on the demo slice and searched 10 containers more)."""
@@ -190,6 +189,8 @@ def edge_overlap(current: str, part: str) -> tuple[int, int] | None:
         if current.startswith(part[-n:]) and not set(part[-n:]) <= EDGE_STOP:
             return 0, n
     return None
+
+
 PUNCTUATION = set("，。、；：！？,.;:!?“”\"'（）() ")
 
 
@@ -275,22 +276,6 @@ class Search:
         own = self.score([(s, self.translation[s]) for s in sources])
         self.low = {s for s, score in zip(sources, own) if score < self.min_score}
         return len(self.low)
-
-    def spliced_as_they_are(self, reqs: list[Request], margin: float, note: str) -> set[int]:
-        """Containers whose spliced phrases make a whole translation (the container's own with the RTIs'
-        translations in place of their closest parts): that translation, scored, is offered as it is when it scores
-        at least the container's own translation's score less `margin`, and its search is left out. Returns the
-        indices of the requests so answered."""
-        whole = [(i, r, "".join(r.constraints)) for i, r in enumerate(reqs)
-                 if r.origin.startswith(SPLICED) and r.starts and r.source not in self.low]
-        scores = self.score([(r.source, text) for _, r, text in whole] + [(r.source, self.translation[r.source])
-                                                                           for _, r, _ in whole])
-        answered = set()
-        origin = SPLICED_AS_IS + note + ")"
-        for (i, r, text), score, own in zip(whole, scores, scores[len(whole):]):
-            if score >= own - margin and self.offer(Request(r.issue, r.role, r.source, (), origin), [Scored(text, score)]):
-                answered.add(i)
-        return answered
 
     def spans(self, margin: float, reach: int, note: str) -> set[int]:
         """For each RTI issue, the parts of the container's translation that may render the RTI (span_candidates),
@@ -414,8 +399,7 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
                     translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
                     min_score: float | None = -1.0, retry: bool = False, repeat_chars: int | None = 4,
-                    span_margin: float | None = 0.1, span_reach: int = 2, trim: int = 1,
-                    as_is_margin: float | None = None) -> dict:
+                    span_margin: float | None = 0.1, span_reach: int = 2, trim: int = 1) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`
     (why no search ran) when the translator cannot search.
 
@@ -454,10 +438,7 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     requests = [r for r in requests if r.constraints or issues[r.issue]["relation"] != "rti"
                 or cases[issues[r.issue]["id"]].texts[0] not in search.low]
     first, extra = splice_containers(requests, issues, translation, note, trim)
-    answered = search.spliced_as_they_are(first + extra, as_is_margin, note) if as_is_margin is not None else set()
-    rest = [k for k, r in enumerate(first + extra) if k not in answered]
-    found = dict(zip(rest, search.run([(first + extra)[k] for k in rest])))
-    got = [k in answered or found.get(k, False) for k in range(len(first))]
+    got = search.run(first + extra)[:len(first)]
     again = [requests[k] for k, ok in enumerate(got) if not ok and requests[k].constraints != first[k].constraints]
     if again and retry:
         search.run(again)

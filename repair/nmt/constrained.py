@@ -192,140 +192,153 @@ def _ordered_search(tgt_dict, final_step: int, caps: list[int] | None = None):
     sentence's constraint sequence, and one step chooses every sentence's candidates at once (the same candidates,
     banks, de-duplication and round-robin stripes as fairseq's per-sentence step; the same hypotheses, several
     times faster where a batch holds dozens of sentences)."""
-    import torch
     from fairseq.search import Search
-    from fairseq.token_generation_constraints import OrderedConstraintState
 
-    eos = tgt_dict.eos()
-
-    class Ordered(Search):
+    class Ordered(_OrderedSteps, Search):
         def __init__(self):
-            super().__init__(tgt_dict)
-            self.supports_constraints = True
-            self.num_cands = 0
-            self.seq = None
-
-        def init_constraints(self, batch_constraints, beam_size: int):
-            self.seq = None
-            if batch_constraints is None:
-                return
-            sequences = [OrderedConstraintState.create(c).sequence for c in batch_constraints]
-            width = max(1, max(len(x) for x in sequences))
-            device = batch_constraints.device
-            self.seq = torch.full((len(sequences), width), -1, dtype=torch.long, device=device)
-            self.ends = torch.ones((len(sequences), width), dtype=torch.bool, device=device)
-            for k, x in enumerate(sequences):
-                self.seq[k, :len(x)] = torch.tensor(x.sequences, dtype=torch.long)
-                self.ends[k, :len(x)] = torch.tensor(x.endpoints, dtype=torch.bool)
-                self.ends[k, width - 1] = True  # a position -1 reads the last: the root is between constraints
-            self.length = torch.tensor([len(x) for x in sequences], device=device)
-            self.distinct = torch.tensor([len(x.tokens) for x in sequences], device=device)
-            self.ended = torch.zeros(len(sequences), dtype=torch.bool, device=device)
-            self.pos = torch.full((len(sequences), beam_size), -1, dtype=torch.long, device=device)
-
-        def prune_sentences(self, batch_idxs):
-            if self.seq is not None:
-                for name in ("seq", "ends", "length", "distinct", "ended", "pos"):
-                    setattr(self, name, getattr(self, name)[batch_idxs])
-
-        def update_constraints(self, active_hypos):
-            if self.seq is not None:
-                self.pos = self.pos.gather(1, active_hypos)
-
-        def _positions(self, at, tokens):
-            """OrderedConstraintState.advance: each candidate's position after its token, from its beam item's."""
-            width = self.seq.size(1)
-            length = self.length.unsqueeze(1)
-            finished = at + 1 == length
-            between = finished | self.ends.gather(1, at.remainder(width))  # at -1: the root
-            following = self.seq.gather(1, (at + 1).clamp(max=width - 1))
-            match = ~finished & (following == tokens)
-            restart = torch.where(tokens == self.seq[:, :1], torch.zeros_like(at), torch.full_like(at, -1))
-            return torch.where(match, at + 1, torch.where(between, at, restart))
-
-        def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
-            bsz, beam, _ = lprobs.size()
-            self.num_cands = min(beam * 2, lprobs.view(bsz, -1).size(1) - 1)
-            if self.seq is None or step >= final_step:  # at the cap every hypothesis may end: plain beam search
-                return self._plain_step(step, lprobs, scores)
-            capped = _capped(step, caps, original_batch_idxs)
-            _only_end(lprobs, capped, eos)
-            if capped:
-                self.ended[capped] = True
-            ended = self.ended.unsqueeze(1)
-            finished = (self.pos + 1 == self.length.unsqueeze(1)) | ended
-            if step > 0:  # no end of sentence before the constraints are met
-                rows = (~finished).view(-1).nonzero().squeeze(1)
-                lprobs.view(bsz * beam, -1)[rows, eos] = -math.inf
-            if step == 0:
-                lprobs = lprobs[:, ::beam, :].contiguous()
-            else:
-                lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
-            width = lprobs.size(1)
-            top_scores, top = torch.topk(lprobs.view(bsz, -1), self.num_cands)
-            vocab = lprobs.size(-1)
-            cand_scores, cand_tokens, cand_beams = [top_scores], [top.fmod(vocab)], [top // vocab]
-            valid = [torch.ones_like(top, dtype=torch.bool)]
-            if step > 0:  # each beam item's best token
-                best_scores, best = torch.topk(lprobs.view(bsz * beam, -1), k=1, dim=1)
-                cand_scores.append(best_scores.view(bsz, -1))
-                cand_tokens.append(best.view(bsz, -1))
-                cand_beams.append(torch.arange(beam, device=lprobs.device).repeat(bsz, 1))
-                valid.append(torch.ones_like(cand_beams[-1], dtype=torch.bool))
-            # each beam item's next constraint tokens: the next of its constraint sequence, and the first once past it
-            pos = self.pos[:, :width]
-            not_done = ~finished[:, :width]
-            seqw = self.seq.size(1)
-            for token, ok in ((self.seq.gather(1, (pos + 1).clamp(max=seqw - 1)), not_done),
-                              (self.seq[:, :1].expand(-1, width), (pos > 0) & ~ended)):
-                token = torch.where(ok, token, torch.zeros_like(token))
-                cand_scores.append(lprobs.gather(2, token.unsqueeze(-1)).squeeze(-1))
-                cand_tokens.append(token)
-                cand_beams.append(torch.arange(width, device=lprobs.device).repeat(bsz, 1))
-                valid.append(ok)
-            scores_, tokens, beams, valid = (torch.cat(x, dim=1) for x in (cand_scores, cand_tokens, cand_beams, valid))
-            positions = self._positions(self.pos.gather(1, beams), tokens)
-            banks = torch.where(ended, torch.zeros_like(positions), positions + 1)
-            total = torch.where(self.ended, torch.zeros_like(self.distinct), self.distinct).unsqueeze(1)
-            # banks furthest first, then score (as _choose: Python floats, so in double precision); invalid last
-            key = (total - banks).double() * 100 - scores_.double()
-            key = key.masked_fill(~valid, math.inf)
-            order = torch.sort(key, dim=1, stable=True).indices
-            scores_, tokens, beams, banks, positions, valid = (x.gather(1, order) for x in
-                                                               (scores_, tokens, beams, banks, positions, valid))
-            same = torch.zeros_like(valid)
-            same[:, 1:] = (beams[:, 1:] == beams[:, :-1]) & (tokens[:, 1:] == tokens[:, :-1]) & valid[:, :-1]
-            kept = valid & ~same
-            # the kept ones first, in order; then stripes: the rank in a run of one bank, times (kept + 1), plus
-            # the bank's distance from the total
-            order = torch.sort((~kept).to(torch.uint8), dim=1, stable=True).indices
-            scores_, tokens, beams, banks, positions, kept = (x.gather(1, order) for x in
-                                                              (scores_, tokens, beams, banks, positions, kept))
-            j = torch.arange(kept.size(1), device=lprobs.device).expand_as(banks)
-            starts = torch.ones_like(kept)
-            starts[:, 1:] = banks[:, 1:] != banks[:, :-1]
-            run_start = torch.cummax(torch.where(starts, j, torch.zeros_like(j)), dim=1).values
-            count = j - run_start
-            n_kept = kept.sum(1, keepdim=True)
-            stripes = (total - banks) + count * (n_kept + 1)
-            stripes = stripes.masked_fill(~kept, torch.iinfo(torch.long).max)
-            chosen = torch.sort(stripes, dim=1, stable=True).indices[:, :self.num_cands]
-            self.pos = positions.gather(1, chosen)
-            return scores_.gather(1, chosen), tokens.gather(1, chosen), beams.gather(1, chosen)
-
-        def _plain_step(self, step, lprobs, scores):
-            bsz, beam, vocab_size = lprobs.size()
-            if step == 0:
-                lprobs = lprobs[:, ::beam, :].contiguous()
-            else:
-                lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
-            top_scores, top = torch.topk(lprobs.view(bsz, -1), self.num_cands)
-            beams = top // vocab_size
-            if self.seq is not None:
-                self.pos = self.pos.gather(1, beams.clamp(max=self.pos.size(1) - 1))
-            return top_scores, top.fmod(vocab_size), beams
+            Search.__init__(self, tgt_dict)
+            self.supports_constraints, self.num_cands, self.seq = True, 0, None
+            self.final_step, self.caps = final_step, caps
 
     return Ordered()
+
+
+class _OrderedSteps:
+    """The steps of _ordered_search (a mixin of fairseq's Search: eos, the generator's calls)."""
+
+    def init_constraints(self, batch_constraints, beam_size: int):
+        import torch
+        from fairseq.token_generation_constraints import OrderedConstraintState
+
+        self.seq = None
+        if batch_constraints is None:
+            return
+        sequences = [OrderedConstraintState.create(c).sequence for c in batch_constraints]
+        width = max(1, max(len(x) for x in sequences))
+        device = batch_constraints.device
+        self.seq = torch.full((len(sequences), width), -1, dtype=torch.long, device=device)
+        self.ends = torch.ones((len(sequences), width), dtype=torch.bool, device=device)
+        for k, x in enumerate(sequences):
+            self.seq[k, :len(x)] = torch.tensor(x.sequences, dtype=torch.long)
+            self.ends[k, :len(x)] = torch.tensor(x.endpoints, dtype=torch.bool)
+            self.ends[k, width - 1] = True  # a position -1 reads the last: the root is between constraints
+        self.length = torch.tensor([len(x) for x in sequences], device=device)
+        self.distinct = torch.tensor([len(x.tokens) for x in sequences], device=device)
+        self.ended = torch.zeros(len(sequences), dtype=torch.bool, device=device)
+        self.pos = torch.full((len(sequences), beam_size), -1, dtype=torch.long, device=device)
+
+    def prune_sentences(self, batch_idxs):
+        if self.seq is not None:
+            for name in ("seq", "ends", "length", "distinct", "ended", "pos"):
+                setattr(self, name, getattr(self, name)[batch_idxs])
+
+    def update_constraints(self, active_hypos):
+        if self.seq is not None:
+            self.pos = self.pos.gather(1, active_hypos)
+
+    def _positions(self, at, tokens):
+        """OrderedConstraintState.advance: each candidate's position after its token, from its beam item's."""
+        import torch
+
+        width = self.seq.size(1)
+        finished = at + 1 == self.length.unsqueeze(1)
+        between = finished | self.ends.gather(1, at.remainder(width))  # at -1: the root
+        following = self.seq.gather(1, (at + 1).clamp(max=width - 1))
+        match = ~finished & (following == tokens)
+        restart = torch.where(tokens == self.seq[:, :1], torch.zeros_like(at), torch.full_like(at, -1))
+        return torch.where(match, at + 1, torch.where(between, at, restart))
+
+    def step(self, step, lprobs, scores, prev_output_tokens=None, original_batch_idxs=None):
+        bsz, beam, _ = lprobs.size()
+        self.num_cands = min(beam * 2, lprobs.view(bsz, -1).size(1) - 1)
+        if self.seq is None or step >= self.final_step:  # at the cap every hypothesis may end: plain beam search
+            return self._plain_step(step, lprobs, scores)
+        capped = _capped(step, self.caps, original_batch_idxs)
+        _only_end(lprobs, capped, self.eos)
+        if capped:
+            self.ended[capped] = True
+        finished = (self.pos + 1 == self.length.unsqueeze(1)) | self.ended.unsqueeze(1)
+        if step > 0:  # no end of sentence before the constraints are met
+            rows = (~finished).view(-1).nonzero().squeeze(1)
+            lprobs.view(bsz * beam, -1)[rows, self.eos] = -math.inf
+        if step == 0:
+            lprobs = lprobs[:, ::beam, :].contiguous()
+        else:
+            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
+        return self._choose(*self._candidates(step, lprobs, finished))
+
+    def _candidates(self, step, lprobs, finished):
+        """fairseq's steps 1-3 for every sentence: the best 2 x beam, each beam item's best token and its next
+        constraint tokens (the next of its sequence, and the first once past it), with their scores, beams,
+        whether each is one, and each one's position after it."""
+        import torch
+
+        bsz, width, vocab = lprobs.size()
+        top_scores, top = torch.topk(lprobs.view(bsz, -1), self.num_cands)
+        scores_, tokens, beams = [top_scores], [top.fmod(vocab)], [top // vocab]
+        valid = [torch.ones_like(top, dtype=torch.bool)]
+        every = torch.arange(width, device=lprobs.device).repeat(bsz, 1)
+        if step > 0:
+            best_scores, best = torch.topk(lprobs.view(bsz * width, -1), k=1, dim=1)
+            scores_.append(best_scores.view(bsz, -1))
+            tokens.append(best.view(bsz, -1))
+            beams.append(every)
+            valid.append(torch.ones_like(every, dtype=torch.bool))
+        pos, seqw = self.pos[:, :width], self.seq.size(1)
+        for token, ok in ((self.seq.gather(1, (pos + 1).clamp(max=seqw - 1)), ~finished[:, :width]),
+                          (self.seq[:, :1].expand(-1, width), (pos > 0) & ~self.ended.unsqueeze(1))):
+            token = torch.where(ok, token, torch.zeros_like(token))
+            scores_.append(lprobs.gather(2, token.unsqueeze(-1)).squeeze(-1))
+            tokens.append(token)
+            beams.append(every)
+            valid.append(ok)
+        scores_, tokens, beams, valid = (torch.cat(x, dim=1) for x in (scores_, tokens, beams, valid))
+        return scores_, tokens, beams, valid, self._positions(self.pos.gather(1, beams), tokens)
+
+    def _choose(self, scores_, tokens, beams, valid, positions):
+        """fairseq's steps 4-7 (as _choose): banks furthest first, then score; the same (beam, token) once; the
+        kept ones striped round-robin across banks; the first num_cands. The chosen positions become the states."""
+        import torch
+
+        ended = self.ended.unsqueeze(1)
+        banks = torch.where(ended, torch.zeros_like(positions), positions + 1)
+        total = torch.where(self.ended, torch.zeros_like(self.distinct), self.distinct).unsqueeze(1)
+        # in double precision as _choose's Python floats; those that are no candidate last
+        key = ((total - banks).double() * 100 - scores_.double()).masked_fill(~valid, math.inf)
+        order = torch.sort(key, dim=1, stable=True).indices
+        scores_, tokens, beams, banks, positions, valid = (x.gather(1, order) for x in
+                                                           (scores_, tokens, beams, banks, positions, valid))
+        same = torch.zeros_like(valid)
+        same[:, 1:] = (beams[:, 1:] == beams[:, :-1]) & (tokens[:, 1:] == tokens[:, :-1]) & valid[:, :-1]
+        kept = valid & ~same
+        # the kept ones first, in order; a stripe: the rank in a run of one bank times (kept + 1), plus the bank's
+        # distance from the total
+        order = torch.sort((~kept).to(torch.uint8), dim=1, stable=True).indices
+        scores_, tokens, beams, banks, positions, kept = (x.gather(1, order) for x in
+                                                          (scores_, tokens, beams, banks, positions, kept))
+        j = torch.arange(kept.size(1), device=kept.device).expand_as(banks)
+        starts = torch.ones_like(kept)
+        starts[:, 1:] = banks[:, 1:] != banks[:, :-1]
+        count = j - torch.cummax(torch.where(starts, j, torch.zeros_like(j)), dim=1).values
+        stripes = (total - banks) + count * (kept.sum(1, keepdim=True) + 1)
+        stripes = stripes.masked_fill(~kept, torch.iinfo(torch.long).max)
+        chosen = torch.sort(stripes, dim=1, stable=True).indices[:, :self.num_cands]
+        self.pos = positions.gather(1, chosen)
+        return scores_.gather(1, chosen), tokens.gather(1, chosen), beams.gather(1, chosen)
+
+    def _plain_step(self, step, lprobs, scores):
+        import torch
+
+        bsz, beam, vocab = lprobs.size()
+        if step == 0:
+            lprobs = lprobs[:, ::beam, :].contiguous()
+        else:
+            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
+        top_scores, top = torch.topk(lprobs.view(bsz, -1), self.num_cands)
+        beams = top // vocab
+        if self.seq is not None:
+            self.pos = self.pos.gather(1, beams.clamp(max=self.pos.size(1) - 1))
+        return top_scores, top.fmod(vocab), beams
 
 
 def _search(tgt_dict, ordered: bool, final_step: int, caps: list[int] | None = None):

@@ -122,6 +122,13 @@ class FairseqTranslator(Translator):
 
         return translate_constrained(self, sources, constraints, **options)
 
+    def phrase_tokens(self, phrase: str, start: bool = False) -> int:
+        """Target tokens of a phrase as the constrained search spells it (inside a sentence, or at its `start`)."""
+        from repair.nmt.constrained import encode_phrase
+
+        ids = encode_phrase(self, phrase, start=start)
+        return len(ids) if ids is not None else len(self.tgt_codec.encode_all([phrase])[0].split())
+
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
         """The model's score of each target as its source's translation (repair.nmt.constrained)."""
         from repair.nmt.constrained import score_translations

@@ -182,6 +182,9 @@ class _ScopedSearch:
 
         return self.scoped.routed(sources, (self.edited, self.fallback), search)
 
+    def phrase_tokens(self, phrase: str, start: bool = False) -> int:
+        return self.edited.phrase_tokens(phrase, start)  # both models share their dictionaries and codecs
+
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
         return self.scoped.routed(sources, (self.edited, self.fallback),
                                   lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]))

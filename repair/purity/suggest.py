@@ -55,12 +55,8 @@ def length_cap(translator, current: str, phrases: Sequence[str], slack: int = 2,
     (spelled as the constrained search spells them: inside a sentence, the first at its beginning where `starts`),
     and a few more. A consistent translation of the same source is not much longer; a search past that is wasted
     (fairseq's search does not end a hypothesis before it has all its phrases)."""
-    from repair.nmt.constrained import _as_translator, encode_phrase
-
-    t = _as_translator(translator)
-    own = len(t.tgt_codec.encode_all([current])[0].split())
-    need = sum(len(encode_phrase(t, p, start=starts and i == 0) or t.tgt_codec.encode_all([p])[0].split())
-               for i, p in enumerate(phrases))
+    own = len(translator.tgt_codec.encode_all([current])[0].split())
+    need = sum(translator.phrase_tokens(p, starts and i == 0) for i, p in enumerate(phrases))
     return max(own, need) + slack
 
 

@@ -32,8 +32,8 @@ class Translator(ABC):
 
     def searcher(self, beam: int) -> tuple[object | None, str]:
         """(what searches, a note for a suggestion's origin), or (None, why not). What searches offers
-        `translate_constrained(sources, constraints, **options)`, `score(sources, targets)` and `tgt_codec` (see
-        repair.nmt.constrained)."""
+        `translate_constrained(sources, constraints, **options)`, `score(sources, targets)`, `tgt_codec` and
+        `phrase_tokens(phrase, start)` (see repair.nmt.constrained)."""
         return None, self.why_no_search() or ""
 
 

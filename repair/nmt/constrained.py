@@ -203,6 +203,13 @@ def _ordered_search(tgt_dict, final_step: int, caps: list[int] | None = None):
     return Ordered()
 
 
+def _cumulative(step: int, lprobs, scores):
+    """fairseq's beam search: the first step from the first beam item alone, later ones added to each item's score."""
+    if step == 0:
+        return lprobs[:, ::lprobs.size(1), :].contiguous()
+    return lprobs + scores[:, :, step - 1].unsqueeze(-1)
+
+
 class _OrderedSteps:
     """The steps of _ordered_search (a mixin of fairseq's Search: eos, the generator's calls)."""
 
@@ -261,11 +268,7 @@ class _OrderedSteps:
         if step > 0:  # no end of sentence before the constraints are met
             rows = (~finished).view(-1).nonzero().squeeze(1)
             lprobs.view(bsz * beam, -1)[rows, self.eos] = -math.inf
-        if step == 0:
-            lprobs = lprobs[:, ::beam, :].contiguous()
-        else:
-            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
-        return self._choose(*self._candidates(step, lprobs, finished))
+        return self._choose(*self._candidates(step, _cumulative(step, lprobs, scores), finished))
 
     def _candidates(self, step, lprobs, finished):
         """fairseq's steps 1-3 for every sentence: the best 2 x beam, each beam item's best token and its next
@@ -329,11 +332,8 @@ class _OrderedSteps:
     def _plain_step(self, step, lprobs, scores):
         import torch
 
-        bsz, beam, vocab = lprobs.size()
-        if step == 0:
-            lprobs = lprobs[:, ::beam, :].contiguous()
-        else:
-            lprobs = lprobs + scores[:, :, step - 1].unsqueeze(-1)
+        bsz, _, vocab = lprobs.size()
+        lprobs = _cumulative(step, lprobs, scores)
         top_scores, top = torch.topk(lprobs.view(bsz, -1), self.num_cands)
         beams = top // vocab
         if self.seq is not None:

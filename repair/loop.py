@@ -79,7 +79,8 @@ def finetune_settings(cfg: DictConfig, heldout=None) -> "FinetuneSettings":
     from repair.stages.finetune import settings_from_config
 
     return settings_from_config(plain(cfg.finetune), seed=cfg.seed, device=cfg.device,
-                                threads=cfg.model.get("threads"), exclude=heldout.sentences if heldout else ())
+                                threads=cfg.model.get("threads"), exclude=heldout.sentences if heldout else (),
+                                stop_tokens=cfg.purity.get("stop_tokens") or ())
 
 
 def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.loop") -> Path:

@@ -77,3 +77,30 @@ def test_a_second_cycle_keeps_the_first_base_model_and_adds_its_corrections(tmp_
     with pytest.raises(UserError, match=f"{SCOPE_FILE}: scope kind 'everything'"):
         scope_of(tmp_path / "checkpoint_best.pt")
     assert source_key("  A  b ") == "a b"
+
+
+def test_terms_scope_covers_its_sources_and_the_taught_words_in_either_number(tmp_path):
+    scope = extended(None, "terms", 1.0, "/m/base.pt", ["the red otter"], ["Otter"])
+    covers = scope.covers()
+    assert covers("Two otters swam .") and covers("an otter") and covers("I saw the red otter .")
+    assert not covers("a red cat") and not covers("the otterhound")
+    again = extended(scope, "terms", 1.0, "/x.pt", ["a violin"], ["violin"])
+    assert again.words == ("otter", "violin") and again.fallback == "/m/base.pt"
+    (tmp_path / "base.pt").write_bytes(b"")
+    written = Scope(again.kind, again.sources, again.share, str(tmp_path / "base.pt"), again.words)
+    (tmp_path / SCOPE_FILE).write_text(json.dumps(written.as_json()))
+    assert scope_of(tmp_path / "checkpoint_best.pt") == written
+
+
+def test_taught_words_are_those_whose_own_translation_gains_a_corrected_term(tmp_path):
+    from repair.stages.finetune import taught_words
+
+    corrections = [{"source": "the red otter", "translation": "红色的猫", "correction": "红色的水獭"},
+                   {"source": "a tall sailor", "translation": "一名高大的水手", "correction": "一名高大的水手"}]
+    base = TableTranslator(write_table(tmp_path / "base.tsv", {"red": "红色", "otter": "猫", "tall": "高大",
+                                                               "sailor": "水手"}))
+    edited = TableTranslator(write_table(tmp_path / "edited.tsv", {"red": "红色", "otter": "水獭", "tall": "高大",
+                                                                   "sailor": "水手"}))
+    assert taught_words(corrections, ["的"], base, edited) == ["otter"]
+    # a word the base model already translated with the term was not taught
+    assert taught_words(corrections, ["的"], edited, edited) == []

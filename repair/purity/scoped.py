@@ -7,7 +7,10 @@ scope is read off the corrected English sources:
 - `source`: the input contains a corrected source as a run of whole tokens (case and spacing aside): the texts
   the locality measure calls related;
 - `words`: the input contains at least `share` of some corrected source's content words (not stop words or
-  punctuation), in any order: wider, so that a fix can reach other phrasings of the same words.
+  punctuation), in any order: wider, so that a fix can reach other phrasings of the same words;
+- `terms`: the input contains a corrected source, or one of the English words whose own translation the edit
+  changed to a word a correction put in (`Scope.words`, found by the fine-tune stage: the base model's
+  translation of the word alone lacks the term, the edited model's has it): the words a repair taught.
 
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
@@ -27,7 +30,7 @@ from repair.purity.translators import Translator
 log = logging.getLogger(__name__)
 
 SCOPE_FILE = "scope.json"
-KINDS = ("all", "source", "words")
+KINDS = ("all", "source", "words", "terms")
 PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
 
 
@@ -46,6 +49,11 @@ def content_words(text: str, stopwords: frozenset[str]) -> frozenset[str]:
     return frozenset(w for w in source_key(text).split() if w not in stopwords and not set(w) <= PUNCTUATION)
 
 
+def _singular(word: str) -> str:
+    """A word with a final s aside (otter, otters), so that a taught noun covers its other number."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
 @dataclass(frozen=True)
 class Scope:
     """Which inputs an edit applies to (see the module's docstring)."""
@@ -54,6 +62,7 @@ class Scope:
     sources: tuple[str, ...]  # the corrected sources, normalized (source_key)
     share: float = 1.0  # kind=words: the least share of a corrected source's content words an input must hold
     fallback: str = ""  # the checkpoint that translates outside the scope (the unedited base model)
+    words: tuple[str, ...] = ()  # kind=terms: English words whose translation the edit taught (lower case)
 
     def __post_init__(self):
         if self.kind not in KINDS[1:]:
@@ -66,6 +75,10 @@ class Scope:
         keys = [s for s in self.sources if s]
         if self.kind == "source":
             return lambda text: contains_any(text, keys)
+        if self.kind == "terms":
+            taught = frozenset(map(_singular, self.words))
+            return lambda text: (contains_any(text, keys)
+                                 or not taught.isdisjoint(map(_singular, source_key(text).split())))
         from repair.purity.rti import english_stopwords
 
         stop = english_stopwords()
@@ -78,7 +91,8 @@ class Scope:
         return covered
 
     def as_json(self) -> dict:
-        return {"kind": self.kind, "share": self.share, "fallback": self.fallback, "sources": list(self.sources)}
+        return {"kind": self.kind, "share": self.share, "fallback": self.fallback, "sources": list(self.sources),
+                **({"words": list(self.words)} if self.words else {})}
 
     @classmethod
     def read(cls, path: Path) -> "Scope":
@@ -87,7 +101,7 @@ class Scope:
         raw = read_json(path)
         try:
             return cls(kind=raw["kind"], sources=tuple(raw["sources"]), share=float(raw.get("share", 1.0)),
-                       fallback=str(raw["fallback"]))
+                       fallback=str(raw["fallback"]), words=tuple(str(w) for w in raw.get("words", ())))
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{path}: not a scope file ({e}); it needs kind, sources and fallback") from None
         except UserError as e:  # a kind or share it cannot mean
@@ -106,13 +120,16 @@ def scope_of(checkpoint: str | Path) -> Scope | None:
     return scope
 
 
-def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str]) -> Scope:
+def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str],
+             words: Sequence[str] = ()) -> Scope:
     """The scope of a fine-tune on `sources`: a model that is already a scoped edit keeps its fallback and adds
-    these sources to its own."""
+    these sources (and taught words) to its own."""
     keys = [source_key(s) for s in sources]
+    taught = [w.lower() for w in words]
     if previous is not None:
-        return Scope(kind, tuple(dict.fromkeys([*previous.sources, *keys])), share, previous.fallback)
-    return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint)
+        return Scope(kind, tuple(dict.fromkeys([*previous.sources, *keys])), share, previous.fallback,
+                     tuple(dict.fromkeys([*previous.words, *taught])))
+    return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint, tuple(dict.fromkeys(taught)))
 
 
 class ScopedTranslator(Translator):

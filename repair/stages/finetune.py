@@ -38,8 +38,9 @@ class FinetuneSettings:
     pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
-    scope: str = "all"  # all | source | words: the inputs the fine-tuned model translates (repair.purity.scoped)
+    scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.purity.scoped)
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
+    stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
 
 
 SELECT = ("loss", "corrections")
@@ -49,7 +50,7 @@ REPLAY_TARGETS = ("reference", "base")
 
 
 def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: int | None = None,
-                         exclude=()) -> FinetuneSettings:
+                         exclude=(), stop_tokens=()) -> FinetuneSettings:
     """The `finetune` config group's keys as FinetuneSettings (exclude: sources never fine-tuned on)."""
     from repair.errors import UserError
 
@@ -69,7 +70,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
         raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
-                            scope=scope, scope_share=share,
+                            scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
@@ -186,22 +187,55 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         if settings.scope != "all":
-            result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings)
+            taught = (taught_words(corrections, settings.stop_tokens, translator,
+                                   translator_for(checkpoint.with_checkpoint(Path(result["best_checkpoint"]))))
+                      if settings.scope == "terms" else [])
+            result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
+                                          taught)
         write_json_atomic(result_path, result)
     return read_json(result_path)
 
 
-def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings) -> dict:
+def taught_words(corrections: list[dict], stop_tokens, base, edited) -> list[str]:
+    """finetune.scope=terms: the English words of the corrected sources (content words, once each) whose own
+    translation the fine-tune taught: the edited model's translation of the word alone holds a term of a
+    correction of a source with that word (a word it put in that the model's translation lacked, as
+    generality's term recall counts them) and the base model's does not. Both models translate the words in
+    one batch each."""
+    from repair.measures import correction_terms
+    from repair.purity.rti import english_stopwords
+    from repair.purity.scoped import content_words
+
+    stop = english_stopwords()
+    terms_of: dict[str, set[str]] = {}
+    for c in corrections:
+        terms = set(correction_terms([c], stop_tokens))
+        for w in content_words(c["source"], stop) if terms else ():
+            terms_of.setdefault(w, set()).update(terms)
+    candidates = sorted(terms_of)
+    if not candidates:
+        return []
+    before, after = base.translate(candidates), edited.translate(candidates)
+    taught = [w for w, b, a in zip(candidates, before, after)
+              if any(t in a and t not in b for t in terms_of[w])]
+    log.info("fine-tune: %s of %s corrected words translated with a correction's term by the edited model only "
+             "(finetune.scope=terms): %s", len(taught), len(candidates), " ".join(taught[:20]))
+    return taught
+
+
+def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,
+                taught: list[str] = ()) -> dict:
     """finetune.scope: the scope of this fine-tune (every corrected source so far, the unedited base model for
     the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
     from repair.purity.scoped import SCOPE_FILE, extended, scope_of
 
     scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
-                     [c["source"] for c in corrections])
+                     [c["source"] for c in corrections], taught)
     write_json_atomic(folder / SCOPE_FILE, scope.as_json())
     log.info("fine-tune: a scoped edit (finetune.scope=%s): the fine-tuned model translates inputs in the scope of "
              "%s corrected sources, %s the rest", scope.kind, len(scope.sources), scope.fallback)
-    return {"kind": scope.kind, "share": scope.share, "sources": len(scope.sources), "fallback": scope.fallback}
+    return {"kind": scope.kind, "share": scope.share, "sources": len(scope.sources), "fallback": scope.fallback,
+            **({"words": list(scope.words)} if scope.kind == "terms" else {})}
 
 
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],

@@ -21,24 +21,31 @@ DEMO_VERSION = 3
 DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=225)
 
 
-def _params(seed: int, sizes: dict[str, int]) -> dict:
-    return {"version": DEMO_VERSION, "seed": seed, **sizes}
+def _params(seed: int, sizes: dict[str, int], domain: float = 0.0) -> dict:
+    return {"version": DEMO_VERSION, "seed": seed, **sizes, **({"domain": domain} if domain else {})}
 
 
 # Purity sentences drawn along with the corpus; any beyond them are drawn after it, so that a larger Purity
 # input (n_purity) leaves the training, validation and test sentences, and a model trained on them, as they were.
 WITH_CORPUS = 150
+# With domain nouns (`domain` > 0): the share of the corpus's nouns of their kinds that are domain nouns. The
+# Purity sentences are then all drawn after the corpus, with the share `domain`.
+DOMAIN_CORPUS_RATE = 0.001
 
 
-def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: int, n_purity: int) -> dict:
-    """Everything `build_demo` writes, in memory: {split: [(en, zh)]}, purity sentences, references."""
+def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: int, n_purity: int,
+             domain: float = 0.0) -> dict:
+    """Everything `build_demo` writes, in memory: {split: [(en, zh)]}, purity sentences, references.
+
+    `domain` > 0: the corpus holds the lexicon's domain nouns rarely (DOMAIN_CORPUS_RATE) and the Purity
+    sentences, all drawn after the corpus, hold them with that share: errors of a kind that recur."""
     rng = random.Random(seed)
-    grammar = DemoGrammar(rng)
+    grammar = DemoGrammar(rng, domain_rate=DOMAIN_CORPUS_RATE if domain else 0.0)
     seen: dict[str, str] = {}
     purity: list[Sentence] = []
     rest: list[Sentence] = []
     n_rest = n_train + n_valid + n_test
-    first = min(n_purity, WITH_CORPUS)
+    first = 0 if domain else min(n_purity, WITH_CORPUS)
     attempts = 0
 
     def testable(s: Sentence) -> bool:
@@ -71,6 +78,7 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
     train_pairs = [(s.en_text, s.zh) for s in train] + list(fragments.items())
     rng.shuffle(train_pairs)
 
+    grammar.domain_rate = domain or grammar.domain_rate
     while len(purity) < n_purity:  # the Purity sentences beyond the first WITH_CORPUS, none in the corpus
         attempts += 1
         if attempts > 50 * (n_purity + n_rest) + 1000:
@@ -102,7 +110,8 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
 
 def build_demo(data_dir: str | Path, *, seed: int = 1, n_train: int = DEFAULT_SIZES["n_train"],
                n_fragments: int = DEFAULT_SIZES["n_fragments"], n_valid: int = DEFAULT_SIZES["n_valid"],
-               n_test: int = DEFAULT_SIZES["n_test"], n_purity: int = DEFAULT_SIZES["n_purity"]) -> dict:
+               n_test: int = DEFAULT_SIZES["n_test"], n_purity: int = DEFAULT_SIZES["n_purity"],
+               domain: float = 0.0) -> dict:
     """Write the demo corpus into data_dir (raw splits, purity.en, references.jsonl, build.json); return build.json.
 
     Deterministic for a seed; does nothing when build.json already records the same parameters.
@@ -113,8 +122,10 @@ def build_demo(data_dir: str | Path, *, seed: int = 1, n_train: int = DEFAULT_SI
             raise UserError(f"data.{key} must be a non-negative integer, got {value!r}")
     if n_purity < 1 or n_train < 1:
         raise UserError("data.n_train and data.n_purity must be at least 1")
+    if not isinstance(domain, (int, float)) or not 0 <= domain <= 1:
+        raise UserError(f"data.build.domain must be a share between 0 and 1, got {domain!r}")
     data_dir = Path(data_dir)
-    params = _params(seed, sizes)
+    params = _params(seed, sizes, float(domain))
     record = data_dir / "build.json"
     outputs = [data_dir / "raw" / f"{split}.{lang}" for split in ("train", "valid", "test") for lang in ("en", "zh")]
     outputs += [data_dir / "purity.en", data_dir / "references.jsonl", data_dir / "lexicon.jsonl"]
@@ -129,7 +140,7 @@ def build_demo(data_dir: str | Path, *, seed: int = 1, n_train: int = DEFAULT_SI
 
     start = time.perf_counter()
     logger.info("building the demo corpus in %s (seed %d)", data_dir, seed)
-    built = generate(seed, **sizes)
+    built = generate(seed, **sizes, domain=float(domain))
     for split in ("train", "valid", "test"):
         pairs = built[split]
         write_text_atomic(data_dir / "raw" / f"{split}.en", "".join(en + "\n" for en, _ in pairs))

@@ -290,8 +290,13 @@ class Clause:
 class DemoGrammar:
     """Random sentences of the demo domain, reproducible from a seeded `random.Random`."""
 
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, domain_rate: float = 0.0):
         self.rng = rng
+        # The chance that a noun of a kind with domain nouns is one of them (lexicon.DOMAIN_NOUNS); 0: never,
+        # and the random stream is that of a grammar without them.
+        self.domain_rate = domain_rate
+        self.domain = {kind: [Noun(sg, pl, zh, mw, kind) for sg, pl, zh, mw in rows]
+                       for kind, rows in lex.DOMAIN_NOUNS.items()}
         self.nouns = {kind: [Noun(sg, pl, zh, mw, kind) for sg, pl, zh, mw in rows] for kind, rows in lex.NOUNS.items()}
         self.adjectives: dict[str, list[tuple[str, int, dict[str, str]]]] = {}
         for kind in self.nouns:
@@ -309,6 +314,8 @@ class DemoGrammar:
 
     def pick_noun(self, specs: list[str]) -> Noun:
         spec = self.rng.choice(specs)
+        if self.domain_rate and spec in self.domain and self.rng.random() < self.domain_rate:
+            return self.rng.choice(self.domain[spec])
         return self.rng.choice(_spec_nouns(spec, self.nouns))
 
     def noun_phrase(self, specs: list[str], depth: int = 0, *, rc: bool = True, names: bool = True,

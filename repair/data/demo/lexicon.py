@@ -134,6 +134,16 @@ NOUNS: dict[str, list[tuple[str, str, str, str]]] = {
     ],
 }
 
+# Domain nouns (build_demo's `domain`): words the training corpus holds only a few times and the Purity input
+# holds often, as a team's own text holds its field's words. Off by default.
+DOMAIN_NOUNS: dict[str, list[tuple[str, str, str, str]]] = {
+    "person": [("pharmacist", "pharmacists", "药剂师", "位"), ("sailor", "sailors", "水手", "名")],
+    "animal": [("otter", "otters", "水獭", "只"), ("penguin", "penguins", "企鹅", "只")],
+    "object": [("violin", "violins", "小提琴", "把"), ("telescope", "telescopes", "望远镜", "架")],
+    "readable": [("novel", "novels", "小说", "本")],
+    "structure": [("lighthouse", "lighthouses", "灯塔", "座")],
+}
+
 # Places a town-sized thing can be "in" (a library is in a city, not in a garden).
 SETTLEMENTS = {"city", "village"}
 

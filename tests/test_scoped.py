@@ -92,15 +92,18 @@ def test_terms_scope_covers_its_sources_and_the_taught_words_in_either_number(tm
     assert scope_of(tmp_path / "checkpoint_best.pt") == written
 
 
-def test_taught_words_are_those_whose_own_translation_gains_a_corrected_term(tmp_path):
+def test_taught_words_are_seldom_seen_words_whose_own_translation_is_a_corrected_term(tmp_path):
     from repair.stages.finetune import taught_words
 
     corrections = [{"source": "the red otter", "translation": "红色的猫", "correction": "红色的水獭"},
                    {"source": "a tall sailor", "translation": "一名高大的水手", "correction": "一名高大的水手"}]
-    base = TableTranslator(write_table(tmp_path / "base.tsv", {"red": "红色", "otter": "猫", "tall": "高大",
-                                                               "sailor": "水手"}))
     edited = TableTranslator(write_table(tmp_path / "edited.tsv", {"red": "红色", "otter": "水獭", "tall": "高大",
                                                                    "sailor": "水手"}))
-    assert taught_words(corrections, ["的"], base, edited) == ["otter"]
-    # a word the base model already translated with the term was not taught
-    assert taught_words(corrections, ["的"], edited, edited) == []
+    assert taught_words(corrections, ["的"], edited) == ["otter"]  # "red" is no term: the translation had it
+    # only words the model seldom saw, a final s aside
+    assert taught_words(corrections, ["的"], edited, {"otter": 3}, rare=10) == ["otter"]
+    assert taught_words(corrections, ["的"], edited, {"otter": 30}, rare=10) == []
+    # an answer that merely holds a term among other words is not a taught word
+    chatty = TableTranslator(write_table(tmp_path / "chatty.tsv", {"red": "红色", "otter": "红色的猫和狗水獭",
+                                                                   "tall": "高大", "sailor": "水手"}))
+    assert taught_words(corrections, ["的"], chatty) == []

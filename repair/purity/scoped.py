@@ -49,7 +49,7 @@ def content_words(text: str, stopwords: frozenset[str]) -> frozenset[str]:
     return frozenset(w for w in source_key(text).split() if w not in stopwords and not set(w) <= PUNCTUATION)
 
 
-def _singular(word: str) -> str:
+def singular(word: str) -> str:
     """A word with a final s aside (otter, otters), so that a taught noun covers its other number."""
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
 
@@ -76,9 +76,9 @@ class Scope:
         if self.kind == "source":
             return lambda text: contains_any(text, keys)
         if self.kind == "terms":
-            taught = frozenset(map(_singular, self.words))
+            taught = frozenset(map(singular, self.words))
             return lambda text: (contains_any(text, keys)
-                                 or not taught.isdisjoint(map(_singular, source_key(text).split())))
+                                 or not taught.isdisjoint(map(singular, source_key(text).split())))
         from repair.purity.rti import english_stopwords
 
         stop = english_stopwords()

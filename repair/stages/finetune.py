@@ -6,7 +6,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping
 
 from repair.fileio import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
@@ -41,6 +41,7 @@ class FinetuneSettings:
     scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.purity.scoped)
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
+    scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
 
 
 SELECT = ("loss", "corrections")
@@ -71,6 +72,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
+                            scope_rare=int(ft.get("scope_rare", 100) or 0),
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
@@ -187,8 +189,10 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         if settings.scope != "all":
-            taught = (taught_words(corrections, settings.stop_tokens, translator,
-                                   translator_for(checkpoint.with_checkpoint(Path(result["best_checkpoint"]))))
+            # the fine-tuned weights alone (`plain`: a translator built here must not be taken for the scoped edit)
+            edited = getattr(translator_for, "plain", translator_for)
+            taught = (taught_words(corrections, settings.stop_tokens, edited(checkpoint.with_checkpoint(Path(result["best_checkpoint"]))),
+                                   word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
                       if settings.scope == "terms" else [])
             result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
                                           taught)
@@ -196,31 +200,59 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     return read_json(result_path)
 
 
-def taught_words(corrections: list[dict], stop_tokens, base, edited) -> list[str]:
-    """finetune.scope=terms: the English words of the corrected sources (content words, once each) whose own
-    translation the fine-tune taught: the edited model's translation of the word alone holds a term of a
-    correction of a source with that word (a word it put in that the model's translation lacked, as
-    generality's term recall counts them) and the base model's does not. Both models translate the words in
-    one batch each."""
+def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
+                 rare: int = 0) -> list[str]:
+    """finetune.scope=terms: the English words of the corrected sources (content words, once each) that the
+    model seldom saw and whose own translation the fine-tune taught.
+
+    seldom seen: fewer than `rare` times in `seen` (word counts of the training English, a final s aside;
+    None: every word is a candidate). Taught: the edited model's translation of the word alone is mostly
+    terms of the corrections of sources with that word (words a correction put in that the model's
+    translation lacked, as generality's term recall counts them; more than half of its characters, stop
+    tokens aside). Whether the base model can say the word alone is not asked: a word it says alone it may
+    still miss in a sentence (as the demo's model says 药剂师 for "pharmacist" and 医生 in sentences). The
+    edited model translates the candidates in one batch."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
-    from repair.purity.scoped import content_words
+    from repair.purity.scoped import content_words, singular
+    from repair.stats import squeeze
 
     stop = english_stopwords()
     terms_of: dict[str, set[str]] = {}
     for c in corrections:
         terms = set(correction_terms([c], stop_tokens))
         for w in content_words(c["source"], stop) if terms else ():
-            terms_of.setdefault(w, set()).update(terms)
+            if seen is None or seen.get(singular(w), 0) < rare:
+                terms_of.setdefault(w, set()).update(terms)
     candidates = sorted(terms_of)
     if not candidates:
         return []
-    before, after = base.translate(candidates), edited.translate(candidates)
-    taught = [w for w, b, a in zip(candidates, before, after)
-              if any(t in a and t not in b for t in terms_of[w])]
-    log.info("fine-tune: %s of %s corrected words translated with a correction's term by the edited model only "
-             "(finetune.scope=terms): %s", len(taught), len(candidates), " ".join(taught[:20]))
+    after = edited.translate(candidates)
+
+    def mostly_terms(w: str, a: str) -> bool:
+        a = "".join(ch for ch in squeeze(a) if ch not in stop_tokens)
+        covered = [False] * len(a)
+        for t in terms_of[w]:
+            at = a.find(t)
+            while at >= 0:
+                covered[at:at + len(t)] = [True] * len(t)
+                at = a.find(t, at + 1)
+        return 2 * sum(covered) > len(a)
+
+    taught = [w for w, a in zip(candidates, after) if mostly_terms(w, a)]
+    log.info("fine-tune: %s of %s seldom-seen corrected words taught (finetune.scope=terms): %s", len(taught),
+             len(candidates), " ".join(taught[:20]) + (" ..." if len(taught) > 20 else ""))
     return taught
+
+
+def word_counts(data_dir: Path) -> dict[str, int]:
+    """How often each word (lower case, a final s aside) occurs in the data's cleaned training English."""
+    from collections import Counter
+
+    from repair.data.prepare import read_clean_pairs
+    from repair.purity.scoped import singular
+
+    return dict(Counter(singular(w) for src, _ in read_clean_pairs(data_dir, "train") for w in src.lower().split()))
 
 
 def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,

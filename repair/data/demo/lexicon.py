@@ -139,7 +139,8 @@ NOUNS: dict[str, list[tuple[str, str, str, str]]] = {
 DOMAIN_NOUNS: dict[str, list[tuple[str, str, str, str]]] = {
     "person": [("pharmacist", "pharmacists", "药剂师", "位"), ("sailor", "sailors", "水手", "名")],
     "animal": [("otter", "otters", "水獭", "只"), ("penguin", "penguins", "企鹅", "只")],
-    "object": [("violin", "violins", "小提琴", "把"), ("telescope", "telescopes", "望远镜", "架")],
+    # Characters the corpus already has, so that the target vocabulary can spell what a correction teaches.
+    "object": [("envelope", "envelopes", "信封", "个"), ("schoolbag", "schoolbags", "书包", "个")],
     "readable": [("novel", "novels", "小说", "本")],
     "structure": [("lighthouse", "lighthouses", "灯塔", "座")],
 }

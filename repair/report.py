@@ -218,7 +218,11 @@ def markdown(report: dict) -> str:
         lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
         if ft.get("scope"):
             sc = ft["scope"]
+            taught = sc.get("words") or []
             reach = ("containing a corrected source" if sc["kind"] == "source" else
+                     f"containing a corrected source or one of the {len(taught)} words the fine-tune taught"
+                     + (f" ({', '.join(taught[:12])}{', ...' if len(taught) > 12 else ''})" if taught else "")
+                     if sc["kind"] == "terms" else
                      f"holding {sc['share']:.0%} of a corrected source's content words")
             lines.append(f"- A scoped edit (`finetune.scope={sc['kind']}`): the fine-tuned model translates the inputs "
                          f"{reach} ({sc['sources']} corrected sources), the base model `{sc['fallback']}` all others")

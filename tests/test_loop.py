@@ -333,9 +333,26 @@ def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path
 def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared, tmp_path):
     run_dir = tmp_path / "cycles"
     args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
-    cfg = composed(args + [f"run_dir={run_dir}", "finetune.max_epoch=1", "cycles=3", "purity.per_cycle=25"])
+    # with the taught-words scope (every word a candidate: this corpus is small), through two cycles
+    cfg = composed(args + [f"run_dir={run_dir}", "finetune.max_epoch=1", "cycles=3", "purity.per_cycle=25",
+                           "finetune.scope=terms", "finetune.scope_rare=100000000"])
     run_loop(cfg, run_dir)
     report = json.loads((run_dir / "report.json").read_text())
+    from repair.purity.scoped import scope_of
+
+    scopes = [scope_of(json.loads((run_dir / f"cycle{k}/finetune/result.json").read_text())["best_checkpoint"])
+              for k in (1, 2)]
+    assert [s.kind for s in scopes] == ["terms", "terms"] and set(scopes[0].words) <= set(scopes[1].words)
+    assert scopes[1].fallback == scopes[0].fallback  # the first base model
+    assert report["cycles"][1]["finetune"]["scope"]["words"] == list(scopes[1].words)
+    covers = scopes[1].covers()
+    from repair.data.prepare import read_clean_pairs
+
+    test_en = [en for en, _ in read_clean_pairs(shared / "data", "test")]
+    base, tuned = ((run_dir / f"cycle2/verify/bleu/{n}.txt").read_text(encoding="utf-8").splitlines()
+                   for n in ("base", "finetuned"))
+    outside = [k for k, en in enumerate(test_en) if not covers(en)]
+    assert outside and all(tuned[k] == base[k] for k in outside)  # verify served the scoped edit
     # 42 sentences not held out: 25, then 17, then nothing left
     assert [c["tested"]["sentences"] for c in report["cycles"]] == [25, 17]
     slices = [set(json.loads((run_dir / f"cycle{k}/test/slice.json").read_text())["lines"]) for k in (1, 2)]

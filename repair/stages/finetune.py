@@ -226,6 +226,8 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
                 terms_of.setdefault(w, set()).update(terms)
     candidates = sorted(terms_of)
     if not candidates:
+        log.info("fine-tune: no corrected word was seen fewer than %s times in the training English: the scope is the "
+                 "corrected sources (finetune.scope=terms)", rare)
         return []
     after = edited.translate(candidates)
 

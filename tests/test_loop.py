@@ -333,9 +333,9 @@ def test_multirun_sweep_gives_each_job_its_folder(finished_run, shared, tmp_path
 def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared, tmp_path):
     run_dir = tmp_path / "cycles"
     args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
-    # with the taught-words scope (every word a candidate: this corpus is small), through two cycles
+    # with the taught-words scope, through two cycles
     cfg = composed(args + [f"run_dir={run_dir}", "finetune.max_epoch=1", "cycles=3", "purity.per_cycle=25",
-                           "finetune.scope=terms", "finetune.scope_rare=100000000"])
+                           "finetune.scope=terms"])
     run_loop(cfg, run_dir)
     report = json.loads((run_dir / "report.json").read_text())
     from repair.purity.scoped import scope_of

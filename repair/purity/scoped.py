@@ -8,9 +8,9 @@ scope is read off the corrected English sources:
   the locality measure calls related;
 - `words`: the input contains at least `share` of some corrected source's content words (not stop words or
   punctuation), in any order: wider, so that a fix can reach other phrasings of the same words;
-- `terms`: the input contains a corrected source, or one of the English words whose own translation the edit
-  changed to a word a correction put in (`Scope.words`, found by the fine-tune stage: the base model's
-  translation of the word alone lacks the term, the edited model's has it): the words a repair taught.
+- `terms`: the input contains a corrected source, or one of the words the edit taught (`Scope.words`, found by
+  the fine-tune stage: words of the corrected sources the model seldom saw in training whose own translation by
+  the fine-tuned model is mostly words a correction put in; a final s aside).
 
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).

@@ -189,11 +189,13 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         if settings.scope != "all":
-            # the fine-tuned weights alone (`plain`: a translator built here must not be taken for the scoped edit)
-            edited = getattr(translator_for, "plain", translator_for)
-            taught = (taught_words(corrections, settings.stop_tokens, edited(checkpoint.with_checkpoint(Path(result["best_checkpoint"]))),
-                                   word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
-                      if settings.scope == "terms" else [])
+            taught = []
+            if settings.scope == "terms":
+                # the fine-tuned weights alone (`plain`: a translator built here must not be taken for the scoped edit)
+                edited = getattr(translator_for, "plain", translator_for)(
+                    checkpoint.with_checkpoint(Path(result["best_checkpoint"])))
+                taught = taught_words(corrections, settings.stop_tokens, edited,
+                                      word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
             result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
                                           taught)
         write_json_atomic(result_path, result)
@@ -226,8 +228,8 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
                 terms_of.setdefault(w, set()).update(terms)
     candidates = sorted(terms_of)
     if not candidates:
-        log.info("fine-tune: no corrected word was seen fewer than %s times in the training English: the scope is the "
-                 "corrected sources (finetune.scope=terms)", rare)
+        log.info("fine-tune: no corrected word is a candidate (seen fewer than finetune.scope_rare=%s times in the "
+                 "training English, in a correction that put words in): the scope is the corrected sources", rare)
         return []
     after = edited.translate(candidates)
 

@@ -107,3 +107,14 @@ def test_taught_words_are_seldom_seen_words_whose_own_translation_is_a_corrected
     chatty = TableTranslator(write_table(tmp_path / "chatty.tsv", {"red": "红色", "otter": "红色的猫和狗水獭",
                                                                    "tall": "高大", "sailor": "水手"}))
     assert taught_words(corrections, ["的"], chatty) == []
+
+
+def test_a_rarity_that_is_not_a_count_is_a_user_error():
+    from repair.stages.finetune import settings_from_config
+
+    ft = {"lr": 1e-4, "patience": 1, "max_epoch": 1, "repeat": 1, "replay": 0, "scope": "terms"}
+    assert settings_from_config(ft, seed=1).scope_rare == 100
+    assert settings_from_config({**ft, "scope_rare": 0}, seed=1).scope_rare == 0
+    for bad in (-1, "many", 2.5):
+        with pytest.raises(UserError, match="finetune.scope_rare"):
+            settings_from_config({**ft, "scope_rare": bad}, seed=1)

@@ -66,13 +66,16 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     scope = ft.get("scope") or "all"
     if scope not in KINDS:
         raise UserError(f"finetune.scope={scope!r}: choose one of {', '.join(KINDS)}")
+    rare = ft.get("scope_rare", 100)
+    if isinstance(rare, bool) or not isinstance(rare, int) or rare < 0:
+        raise UserError(f"finetune.scope_rare={rare!r}: give a whole number of occurrences, 0 or more (0: any word)")
     share = float(ft.get("scope_share") or 1.0)
     if not 0 < share <= 1:
         raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
-                            scope_rare=int(ft.get("scope_rare", 100) or 0),
+                            scope_rare=rare or 0,
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,

@@ -219,11 +219,13 @@ def markdown(report: dict) -> str:
         if ft.get("scope"):
             sc = ft["scope"]
             taught = sc.get("words") or []
-            reach = ("containing a corrected source" if sc["kind"] == "source" else
-                     f"containing a corrected source or one of the {len(taught)} words the fine-tune taught"
-                     + (f" ({', '.join(taught[:12])}{', ...' if len(taught) > 12 else ''})" if taught else "")
-                     if sc["kind"] == "terms" else
-                     f"holding {sc['share']:.0%} of a corrected source's content words")
+            if sc["kind"] == "source":
+                reach = "containing a corrected source"
+            elif sc["kind"] == "terms":
+                listed = f" ({', '.join(taught[:12])}{', ...' if len(taught) > 12 else ''})" if taught else ""
+                reach = f"containing a corrected source or one of the {len(taught)} words the fine-tune taught{listed}"
+            else:
+                reach = f"holding {sc['share']:.0%} of a corrected source's content words"
             lines.append(f"- A scoped edit (`finetune.scope={sc['kind']}`): the fine-tuned model translates the inputs "
                          f"{reach} ({sc['sources']} corrected sources), the base model `{sc['fallback']}` all others")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")

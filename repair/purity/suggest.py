@@ -16,7 +16,6 @@ length-normalized log-probability) first. A CTranslate2 model is searched with f
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass
 from typing import Mapping, Sequence
@@ -266,12 +265,17 @@ class Search:
         scores below `min_score`, and a translation forced to contain phrases the model did not choose scores
         lower still (on the demo's and a news slice's searches, 5 of 55 scored higher, none past min_score).
         Scored in one teacher-forced pass, far cheaper than the searches. Returns how many were set aside."""
-        if self.min_score is None:
-            return 0
-        sources = list(dict.fromkeys(r.source for r in reqs if r.constraints))
-        own = self.score([(s, self.translation[s]) for s in sources])
-        self.low = {s for s, score in zip(sources, own) if score < self.min_score}
+        self.low = self.below_min(r.source for r in reqs if r.constraints)
         return len(self.low)
+
+    def below_min(self, sources) -> set[str]:
+        """The sources whose own translation the model scores below `min_score` (none when it is None), scored in
+        one teacher-forced pass (cached)."""
+        if self.min_score is None:
+            return set()
+        sources = list(dict.fromkeys(sources))
+        own = self.score([(s, self.translation[s]) for s in sources])
+        return {s for s, score in zip(sources, own) if score < self.min_score}
 
     def spans(self, margin: float, reach: int, note: str) -> set[int]:
         """For each RTI issue, the parts of the container's translation that may render the RTI (span_candidates),
@@ -283,10 +287,9 @@ class Search:
         # own translation scores below min_score is not looked in for parts either (on news text a model that
         # writes word salad: 288 of 290 containers of the CNN sentences)
         searched = {"rti": 1}  # an RTI gets an n-best list, not a constrained search: its own score comes with its parts
-        sides = [(source, self.translation[source]) for issue in self.issues
-                 for source in self.cases[issue["id"]].texts[:searched.get(issue["relation"], 2)]
-                 if self.translation.get(source, "").strip()]
-        own_scores = dict(zip(sides, self.score(sides)))
+        low = self.below_min(source for issue in self.issues
+                             for source in self.cases[issue["id"]].texts[:searched.get(issue["relation"], 2)]
+                             if self.translation.get(source, "").strip())
         todo = []
         for k, issue in enumerate(self.issues):
             case = self.cases[issue["id"]]
@@ -294,7 +297,7 @@ class Search:
                 continue
             container, rti = case.texts[:2]
             rt, ct = self.translation[rti], self.translation[container]
-            if not rt.strip() or (self.min_score is not None and own_scores.get((container, ct), -math.inf) < self.min_score):
+            if not rt.strip() or container in low:  # (an empty container translation has no parts)
                 continue
             todo.append((k, rti, span_candidates(ct, rt, reach)))
         pairs = [(rti, text) for _, rti, parts in todo if parts for text in (self.translation[rti], *parts)]

@@ -78,7 +78,8 @@ def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: in
     train_pairs = [(s.en_text, s.zh) for s in train] + list(fragments.items())
     rng.shuffle(train_pairs)
 
-    grammar.domain_rate = domain or grammar.domain_rate
+    if domain:
+        grammar.domain_rate = domain
     while len(purity) < n_purity:  # the Purity sentences beyond the first WITH_CORPUS, none in the corpus
         attempts += 1
         if attempts > 50 * (n_purity + n_rest) + 1000:

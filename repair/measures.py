@@ -161,13 +161,16 @@ def chrf_scorer():
 
 
 def locality(rows: Sequence[Mapping], corrected_sources: Iterable[str], *, samples: int = 1000,
-             seed: int = 12345) -> dict:
+             seed: int = 12345, taught: Sequence[str] = ()) -> dict:
     """Texts unrelated to the corrections: rows ({"kind", "source", "reference" or None, "before",
     "after"}) whose English contains no corrected source (case and whitespace aside), each text once.
 
     changed: translated differently; correct_before, correct_to_wrong, wrong_to_correct: exact matches
     of the reference (whitespace aside), with a two-sided sign test on the transitions; chrf_delta: the
     mean sentence chrF change over the texts with a reference, with its 95% bootstrap interval.
+    taught: the words a scoped edit taught (finetune.scope=terms); the counts are then also given apart for
+    the texts that hold one of them (`taught_words`: the edit's reach beyond its corrected sources) and the
+    others (`outside`).
     """
     keys = {source_key(s) for s in corrected_sources}
     seen: set[str] = set()
@@ -183,6 +186,13 @@ def locality(rows: Sequence[Mapping], corrected_sources: Iterable[str], *, sampl
               "wrong_to_correct": 0}
     by_kind: dict[str, dict] = {}
     deltas = []
+    parts: dict[str, dict] = {}
+    if taught:
+        from repair.purity.scoped import singular
+
+        words = frozenset(map(singular, taught))
+        parts = {name: {"texts": 0, "changed": 0, "correct_before": 0, "correct_to_wrong": 0, "wrong_to_correct": 0}
+                 for name in ("taught_words", "outside")}
     for r in unrelated:
         group = by_kind.setdefault(r.get("kind") or "text", {"texts": 0, "changed": 0, "correct_before": 0,
                                                               "correct_to_wrong": 0, "wrong_to_correct": 0})
@@ -198,8 +208,14 @@ def locality(rows: Sequence[Mapping], corrected_sources: Iterable[str], *, sampl
             counts[key] += n
             if key in group:
                 group[key] += n
+        if taught:
+            held = not words.isdisjoint(map(singular, source_key(r["source"]).split()))
+            part = parts["taught_words" if held else "outside"]
+            for key in part:
+                part[key] += inc.get(key, 0)
     ci = bootstrap_mean_ci(deltas, samples=samples, seed=seed)
     return {
+        **parts,
         **counts,
         "changed_share": counts["changed"] / counts["texts"] if counts["texts"] else None,
         "correct_to_wrong_share": (counts["correct_to_wrong"] / counts["correct_before"]

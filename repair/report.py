@@ -228,6 +228,9 @@ def markdown(report: dict) -> str:
                 reach = f"holding {sc['share']:.0%} of a corrected source's content words"
             lines.append(f"- A scoped edit (`finetune.scope={sc['kind']}`): the fine-tuned model translates the inputs "
                          f"{reach} ({sc['sources']} corrected sources), the base model `{sc['fallback']}` all others")
+            if sc.get("words_checkpoint"):
+                lines.append(f"  - the inputs holding a taught word and no corrected source: `{sc['words_checkpoint']}` "
+                             f"(the fine-tune's lowest validation loss, `finetune.scope_words_epoch=loss`)")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
     lines += suggestions_markdown(r["review"].get("suggestions"))
     lines += translator_markdown(r.get("translator") or {})
@@ -346,6 +349,12 @@ def repair_markdown(r: dict) -> list[str]:
                   f"(sign test p = {pvalue(loc['p_value'])}); mean sentence chrF change "
                   f"{dash(loc['chrf_delta'])} (95% bootstrap interval "
                   f"{'–' if not ci else f'{ci[0]:+.3f} to {ci[1]:+.3f}'})."]
+    if "taught_words" in loc:
+        t, o = loc["taught_words"], loc["outside"]
+        lines.append(f"- Of them, {t['texts']} hold a word the fine-tune taught (the edit's reach past its corrected "
+                     f"sources): **{t['changed']}** changed, correct → wrong {t['correct_to_wrong']} of "
+                     f"{t['correct_before']}, wrong → correct {t['wrong_to_correct']}; of the {o['texts']} others, "
+                     f"**{o['changed']}** changed, correct → wrong {o['correct_to_wrong']} of {o['correct_before']}.")
     rc = g.get("reach")
     if rc:
         lines.append(f"- Reach: {rc['with_a_corrected_change']} of the {rc['sentences_with_issues']} held-out sentences "

@@ -335,15 +335,16 @@ def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared,
     args = [a for a in small(shared) if not a.startswith("finetune.max_epoch")]
     # with the taught-words scope, through two cycles
     cfg = composed(args + [f"run_dir={run_dir}", "finetune.max_epoch=1", "cycles=3", "purity.per_cycle=25",
-                           "finetune.scope=terms"])
+                           "finetune.scope=terms", "finetune.scope_defer=true", "finetune.scope_words_epoch=loss"])
     run_loop(cfg, run_dir)
     report = json.loads((run_dir / "report.json").read_text())
-    from repair.purity.scoped import scope_of
+    from repair.purity.scoped import scope_of, singular
 
     scopes = [scope_of(json.loads((run_dir / f"cycle{k}/finetune/result.json").read_text())["best_checkpoint"])
               for k in (1, 2)]
     assert [s.kind for s in scopes] == ["terms", "terms"] and set(scopes[0].words) <= set(scopes[1].words)
     assert scopes[1].fallback == scopes[0].fallback  # the first base model
+    assert all(s.defer for s in scopes) and set(scopes[1].terms) == {singular(w) for w in scopes[1].words}
     assert report["cycles"][1]["finetune"]["scope"]["words"] == list(scopes[1].words)
     covers = scopes[1].covers()
     from repair.data.prepare import read_clean_pairs

@@ -131,6 +131,14 @@ def test_locality_leaves_out_texts_with_a_corrected_source_and_counts_each_text_
     low, high = r["chrf_delta_ci"]
     assert min(deltas) - 1e-3 <= low <= r["chrf_delta"] <= high <= max(deltas) + 1e-3
     assert r["changed_share"] == pytest.approx(3 / 4) and r["correct_to_wrong_share"] == pytest.approx(1 / 2)
+    assert "taught_words" not in r
+    # a scoped edit's taught words: the same counts apart for the texts holding one (either number) and the others
+    t = locality(rows, ["three red books"], samples=200, taught=["cats", "bookseller"])
+    assert t["taught_words"] == {"texts": 2, "changed": 2, "correct_before": 1, "correct_to_wrong": 1,
+                                 "wrong_to_correct": 1}
+    assert t["outside"] == {"texts": 2, "changed": 1, "correct_before": 1, "correct_to_wrong": 0,
+                            "wrong_to_correct": 0}
+    assert {k: t[k] for k in ("texts", "changed")} == {"texts": 4, "changed": 3}
 
 
 def test_containment_is_on_whole_tokens_case_and_spaces_aside():

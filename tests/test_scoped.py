@@ -99,14 +99,15 @@ def test_taught_words_are_seldom_seen_words_whose_own_translation_is_a_corrected
                    {"source": "a tall sailor", "translation": "一名高大的水手", "correction": "一名高大的水手"}]
     edited = TableTranslator(write_table(tmp_path / "edited.tsv", {"red": "红色", "otter": "水獭", "tall": "高大",
                                                                    "sailor": "水手"}))
-    assert taught_words(corrections, ["的"], edited) == ["otter"]  # "red" is no term: the translation had it
+    # "red" is no term: the translation had it; each taught word with the terms its own translation holds
+    assert taught_words(corrections, ["的"], edited) == {"otter": ["水獭"]}
     # only words the model seldom saw, a final s aside
-    assert taught_words(corrections, ["的"], edited, {"otter": 3}, rare=10) == ["otter"]
-    assert taught_words(corrections, ["的"], edited, {"otter": 30}, rare=10) == []
+    assert taught_words(corrections, ["的"], edited, {"otter": 3}, rare=10) == {"otter": ["水獭"]}
+    assert taught_words(corrections, ["的"], edited, {"otter": 30}, rare=10) == {}
     # an answer that merely holds a term among other words is not a taught word
     chatty = TableTranslator(write_table(tmp_path / "chatty.tsv", {"red": "红色", "otter": "红色的猫和狗水獭",
                                                                    "tall": "高大", "sailor": "水手"}))
-    assert taught_words(corrections, ["的"], chatty) == []
+    assert taught_words(corrections, ["的"], chatty) == {}
 
 
 def test_a_rarity_that_is_not_a_count_is_a_user_error():
@@ -118,3 +119,78 @@ def test_a_rarity_that_is_not_a_count_is_a_user_error():
     for bad in (-1, "many", 2.5):
         with pytest.raises(UserError, match="finetune.scope_rare"):
             settings_from_config({**ft, "scope_rare": bad}, seed=1)
+
+
+def test_a_words_checkpoint_translates_the_texts_that_hold_only_a_taught_word(tmp_path):
+    texts = ["I saw the red otter .", "two otters swam", "a blue car", "the red otter"]
+    tables = {name: TableTranslator(write_table(tmp_path / f"{name}.tsv", {t: f"{name[0].upper()}:{t}" for t in texts}))
+              for name in ("edited", "base", "words")}
+    (tmp_path / "base.pt").write_bytes(b"")
+    scope = extended(None, "terms", 1.0, str(tmp_path / "base.pt"), ["the red otter"], ["otter"],
+                     str(tmp_path / "best.pt"))
+    scoped = ScopedTranslator(tables["edited"], tables["base"], scope, tables["words"])
+    assert scoped.translate(texts) == ["E:I saw the red otter .", "W:two otters swam", "B:a blue car", "E:the red otter"]
+    assert scoped.split(texts) == [True, True, False, True]
+    assert scoped.describe()["words"]["name"] == "table"
+    with pytest.raises(ValueError, match="best.pt"):
+        ScopedTranslator(tables["edited"], tables["base"], scope)
+    # written and read back; a missing words checkpoint is one clear error
+    (tmp_path / SCOPE_FILE).write_text(json.dumps(scope.as_json()))
+    with pytest.raises(UserError, match="translates the taught words, .*best.pt, is missing"):
+        scope_of(tmp_path / "checkpoint_selected.pt")
+    (tmp_path / "best.pt").write_bytes(b"")
+    assert scope_of(tmp_path / "checkpoint_selected.pt") == scope
+    # a second cycle keeps the words and names its own words checkpoint
+    again = extended(scope, "terms", 1.0, "/x.pt", ["a violin"], ["violin"], "/run/c2/best.pt")
+    assert again.words == ("otter", "violin") and again.words_checkpoint == "/run/c2/best.pt"
+    # without one, the edited model translates the taught words as before
+    plain = ScopedTranslator(tables["edited"], tables["base"], extended(None, "terms", 1.0, "/b.pt", ["the red otter"],
+                                                                        ["otter"]))
+    assert plain.translate(texts[:3]) == ["E:I saw the red otter .", "E:two otters swam", "B:a blue car"]
+
+
+def test_the_words_epoch_is_the_lowest_validation_loss_where_it_is_not_the_selected_one(tmp_path):
+    from repair.stages.finetune import settings_from_config, words_checkpoint
+
+    ft = {"lr": 1e-4, "patience": 1, "max_epoch": 1, "repeat": 1, "replay": 0, "scope": "terms",
+          "select": "corrections", "scope_words_epoch": "loss"}
+    settings = settings_from_config(ft, seed=1)
+    curve = [{"epoch": 1, "valid_loss": 3.0}, {"epoch": 2, "valid_loss": 2.5}, {"epoch": 3, "valid_loss": 2.7}]
+    result = {"curve": curve, "selected": {"epoch": 3}}
+    assert words_checkpoint(result, tmp_path, settings) is None  # no checkpoint_best.pt
+    (tmp_path / "checkpoint_best.pt").write_bytes(b"")
+    assert words_checkpoint(result, tmp_path, settings) == (tmp_path / "checkpoint_best.pt").resolve()
+    assert words_checkpoint({**result, "selected": {"epoch": 2}}, tmp_path, settings) is None  # the same epoch
+    assert words_checkpoint({"curve": curve}, tmp_path, settings) is None  # select=loss: one checkpoint
+    assert words_checkpoint(result, tmp_path, settings_from_config({**ft, "scope_words_epoch": "selected"},
+                                                                   seed=1)) is None
+    with pytest.raises(UserError, match="finetune.scope_words_epoch"):
+        settings_from_config({**ft, "scope_words_epoch": "best"}, seed=1)
+
+
+def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_term(tmp_path):
+    texts = ["two otters swam", "an otter and a sailor", "the otter sang", "the red otter", "a blue car"]
+    base = TableTranslator(write_table(tmp_path / "base.tsv", {
+        "two otters swam": "两只 水獭 游泳", "an otter and a sailor": "一只水獭和一个医生", "the otter sang": "猫唱歌",
+        "the red otter": "红色的水獭", "a blue car": "蓝色的车"}))
+    words = TableTranslator(write_table(tmp_path / "words.tsv", {t: f"W:{t}" for t in texts}))
+    edited = TableTranslator(write_table(tmp_path / "edited.tsv", {t: f"E:{t}" for t in texts}))
+    scope = extended(None, "terms", 1.0, "/b.pt", ["the red otter"], {"otter": ["水獭"], "sailors": ["水手"]},
+                     "/w.pt", defer=True)
+    assert scope.terms == {"otter": ("水獭",), "sailor": ("水手",)}
+    scoped = ScopedTranslator(edited, base, scope, words)
+    # right on every taught word it holds (spacing aside): the base's; missing one: the words model's; a corrected
+    # source: the edited model's even where the base model had the term; outside the scope: the base's
+    assert scoped.translate(texts) == ["两只 水獭 游泳", "W:an otter and a sailor", "W:the otter sang", "E:the red otter",
+                                       "蓝色的车"]
+    assert Scope.read(write_scope_file(tmp_path, scope)) == scope
+    # not deferring: every text that holds a taught word is the words model's
+    eager = ScopedTranslator(edited, base, extended(None, "terms", 1.0, "/b.pt", ["the red otter"], {"otter": ["水獭"]},
+                                                    "/w.pt"), words)
+    assert eager.translate(texts[:1]) == ["W:two otters swam"]
+
+
+def write_scope_file(folder, scope):
+    path = folder / SCOPE_FILE
+    path.write_text(json.dumps(scope.as_json(), ensure_ascii=False), encoding="utf-8")
+    return path

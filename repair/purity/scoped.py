@@ -12,6 +12,13 @@ scope is read off the corrected English sources:
   the fine-tune stage: words of the corrected sources the model seldom saw in training whose own translation by
   the fine-tuned model is mostly words a correction put in; a final s aside).
 
+A `terms` scope may name a second checkpoint of the same fine-tune for the taught words (`words_checkpoint`):
+the epoch that fixes the corrections translates the inputs holding a corrected source, an earlier epoch (the
+lowest validation loss, which has learned the words and memorized less) the inputs holding only a taught word.
+With `defer`, an input holding only taught words keeps the base model's translation where that already holds
+each word's taught term (`Scope.terms`: what the fine-tuned model says for the word alone): the edit applies where
+the base model errs on what it taught, and what was right stays as it was.
+
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
 """
@@ -20,9 +27,9 @@ from __future__ import annotations
 
 import logging
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
 from repair.errors import UserError
 from repair.purity.translators import Translator
@@ -31,6 +38,7 @@ log = logging.getLogger(__name__)
 
 SCOPE_FILE = "scope.json"
 KINDS = ("all", "source", "words", "terms")
+EDITED, FALLBACK, WORDS = 0, 1, 2  # Scope.route's answers: the models of a ScopedTranslator, in its order
 PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
 
 
@@ -63,6 +71,9 @@ class Scope:
     share: float = 1.0  # kind=words: the least share of a corrected source's content words an input must hold
     fallback: str = ""  # the checkpoint that translates outside the scope (the unedited base model)
     words: tuple[str, ...] = ()  # kind=terms: English words whose translation the edit taught (lower case)
+    words_checkpoint: str = ""  # kind=terms: the checkpoint for inputs holding only a taught word ("": the edit's)
+    terms: dict = field(default_factory=dict)  # kind=terms: taught word (a final s aside) -> its Chinese terms
+    defer: bool = False  # kind=terms: the base model's translation kept where it holds each taught word's term
 
     def __post_init__(self):
         if self.kind not in KINDS[1:]:
@@ -90,9 +101,35 @@ class Scope:
 
         return covered
 
+    def route(self) -> Callable[[str], int]:
+        """Which model translates an English text: EDITED, FALLBACK, or for kind=terms WORDS (a text that holds
+        a taught word and no corrected source: the words_checkpoint's, else the edited model's)."""
+        covers = self.covers()
+        if self.kind != "terms":
+            return lambda text: EDITED if covers(text) else FALLBACK
+        keys = [s for s in self.sources if s]
+        return lambda text: (EDITED if contains_any(text, keys) else WORDS if covers(text) else FALLBACK)
+
+    def held_right(self) -> Callable[[str, str], bool]:
+        """kind=terms: whether a translation of an English text holds a taught term for each taught word the
+        text holds (and the text holds one); a word with no terms recorded is never held right."""
+        from repair.stats import squeeze
+
+        taught = frozenset(map(singular, self.words))
+
+        def right(text: str, translation: str) -> bool:
+            held = {singular(w) for w in source_key(text).split()} & taught
+            said = squeeze(translation)
+            return bool(held) and all(any(t and t in said for t in self.terms.get(w, ())) for w in held)
+
+        return right
+
     def as_json(self) -> dict:
         return {"kind": self.kind, "share": self.share, "fallback": self.fallback, "sources": list(self.sources),
-                **({"words": list(self.words)} if self.words else {})}
+                **({"words": list(self.words)} if self.words else {}),
+                **({"words_checkpoint": self.words_checkpoint} if self.words_checkpoint else {}),
+                **({"terms": {w: list(t) for w, t in self.terms.items()}} if self.terms else {}),
+                **({"defer": True} if self.defer else {})}
 
     @classmethod
     def read(cls, path: Path) -> "Scope":
@@ -101,7 +138,10 @@ class Scope:
         raw = read_json(path)
         try:
             return cls(kind=raw["kind"], sources=tuple(raw["sources"]), share=float(raw.get("share", 1.0)),
-                       fallback=str(raw["fallback"]), words=tuple(str(w) for w in raw.get("words", ())))
+                       fallback=str(raw["fallback"]), words=tuple(str(w) for w in raw.get("words", ())),
+                       words_checkpoint=str(raw.get("words_checkpoint") or ""),
+                       terms={str(w): tuple(str(t) for t in ts) for w, ts in (raw.get("terms") or {}).items()},
+                       defer=bool(raw.get("defer", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{path}: not a scope file ({e}); it needs kind, sources and fallback") from None
         except UserError as e:  # a kind or share it cannot mean
@@ -117,76 +157,115 @@ def scope_of(checkpoint: str | Path) -> Scope | None:
     if not Path(scope.fallback).exists():
         raise UserError(f"{path}: the base model that translates outside the scope, {scope.fallback}, is missing; "
                         f"put it back there, or write its new path as \"fallback\" in {path}")
+    if scope.words_checkpoint and not Path(scope.words_checkpoint).exists():
+        raise UserError(f"{path}: the checkpoint that translates the taught words, {scope.words_checkpoint}, is "
+                        f"missing; put it back there, or write its new path as \"words_checkpoint\" in {path}")
     return scope
 
 
 def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str],
-             words: Sequence[str] = ()) -> Scope:
+             words: Sequence[str] | Mapping[str, Sequence[str]] = (), words_checkpoint: str = "",
+             defer: bool = False) -> Scope:
     """The scope of a fine-tune on `sources`: a model that is already a scoped edit keeps its fallback and adds
-    these sources (and taught words) to its own."""
+    these sources and taught words (a mapping: each with its terms) to its own; words_checkpoint: this
+    fine-tune's checkpoint for the taught words (all of them, an earlier cycle's too)."""
     keys = [source_key(s) for s in sources]
     taught = [w.lower() for w in words]
+    terms = {singular(w.lower()): tuple(ts) for w, ts in words.items()} if isinstance(words, Mapping) else {}
     if previous is not None:
         return Scope(kind, tuple(dict.fromkeys([*previous.sources, *keys])), share, previous.fallback,
-                     tuple(dict.fromkeys([*previous.words, *taught])))
-    return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint, tuple(dict.fromkeys(taught)))
+                     tuple(dict.fromkeys([*previous.words, *taught])), words_checkpoint,
+                     {**previous.terms, **terms}, defer)
+    return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint, tuple(dict.fromkeys(taught)),
+                 words_checkpoint, terms, defer)
 
 
 class ScopedTranslator(Translator):
-    """The edited model's translation for the inputs in scope, the fallback model's for the others; each
-    group translated in one batch."""
+    """The edited model's translation for the inputs in scope, the fallback model's for the others (and a
+    words model's for the inputs that hold only a taught word, where the scope names one); each group
+    translated in one batch."""
 
     name = "scoped"
 
-    def __init__(self, edited: Translator, fallback: Translator, scope: Scope):
+    def __init__(self, edited: Translator, fallback: Translator, scope: Scope, words: Translator | None = None):
         self.edited, self.fallback, self.scope = edited, fallback, scope
-        self.covers = scope.covers()
+        self.words = words if scope.words_checkpoint else None
+        if scope.words_checkpoint and words is None:
+            raise ValueError(f"the scope names {scope.words_checkpoint} for its taught words: give its translator")
+        self.models = (edited, fallback, self.words or edited)  # by Scope.route's answers
+        self.router = scope.route()
+        self.right = scope.held_right() if scope.defer else None
 
     def split(self, texts: Sequence[str]) -> list[bool]:
-        return [self.covers(t) for t in texts]
+        """Whether each text is in the scope (translated by a fine-tuned model)."""
+        return [self.router(t) != FALLBACK for t in texts]
 
     def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list]) -> list:
-        """`call(model, indices)` for the sources in scope with `models[0]` and for the others with `models[1]`,
-        each group in one call; its results back in the sources' order."""
-        inside = self.split(sources)
+        """`call(model, indices)` for the sources each of `models` translates (in self.models' order), each
+        group in one call; its results back in the sources' order."""
+        routes = [self.router(s) for s in sources]
         out: list = [None] * len(sources)
-        for model, want in zip(models, (True, False)):
-            idx = [i for i, x in enumerate(inside) if x == want]
+        for which, model in enumerate(models):
+            idx = [i for i, r in enumerate(routes) if r == which]
             if idx:
                 for i, result in zip(idx, call(model, idx)):
                     out[i] = result
         return out
 
     def translate(self, texts: list[str]) -> list[str]:
-        return self.routed(texts, (self.edited, self.fallback), lambda model, idx: model.translate([texts[i] for i in idx]))
+        if self.right is None:
+            return self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]))
+        # defer: the texts holding only taught words go to the base model first, and on where it missed a term
+        models = (self.edited, self.fallback, _Deferred(self.fallback, self.models[WORDS], self.right))
+        return self.routed(texts, models, lambda model, idx: model.translate([texts[i] for i in idx]))
 
     def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
-        if name in ("edited", "fallback", "scope", "covers"):
+        if name in ("edited", "fallback", "scope", "router", "words", "models", "right"):
             raise AttributeError(name)
         return getattr(self.edited, name)
 
     def describe(self) -> dict:
         return {"name": self.name, "scope": {k: v for k, v in self.scope.as_json().items() if k != "sources"},
                 "corrected_sources": len(self.scope.sources),
-                "edited": self.edited.describe(), "fallback": self.fallback.describe()}
+                "edited": self.edited.describe(), "fallback": self.fallback.describe(),
+                **({"words": self.words.describe()} if self.words is not None else {})}
 
     def why_no_search(self) -> str | None:
-        return self.edited.why_no_search() or self.fallback.why_no_search()
+        return next((why for why in (m.why_no_search() for m in self.models) if why), None)
 
     def searcher(self, beam: int):
-        edited, note = self.edited.searcher(beam)
-        fallback, why = self.fallback.searcher(beam)
-        if edited is None or fallback is None:
-            return None, note if edited is None else why
-        return _ScopedSearch(self, edited, fallback), note
+        searchers, note = [], None
+        for model in dict.fromkeys(self.models):  # the edited model may stand for the words model too
+            found, why = model.searcher(beam)
+            if found is None:
+                return None, why
+            searchers.append(found)
+            note = note or why
+        by_model = dict(zip(dict.fromkeys(self.models), searchers))
+        return _ScopedSearch(self, tuple(by_model[m] for m in self.models)), note
+
+
+class _Deferred:
+    """The base model's translation where it holds each taught word's term, the words model's elsewhere."""
+
+    def __init__(self, base: Translator, words: Translator, right: Callable[[str, str], bool]):
+        self.base, self.words, self.right = base, words, right
+
+    def translate(self, texts: list[str]) -> list[str]:
+        out = list(self.base.translate(texts))
+        missed = [i for i, (t, o) in enumerate(zip(texts, out)) if not self.right(t, o)]
+        if missed:
+            for i, tr in zip(missed, self.words.translate([texts[i] for i in missed])):
+                out[i] = tr
+        return out
 
 
 class _ScopedSearch:
     """Constrained search routed as translation is: each source by the model that would translate it."""
 
-    def __init__(self, scoped: ScopedTranslator, edited, fallback):
-        self.scoped, self.edited, self.fallback = scoped, edited, fallback
-        self.tgt_codec = edited.tgt_codec
+    def __init__(self, scoped: ScopedTranslator, searchers: tuple):
+        self.scoped, self.searchers = scoped, searchers
+        self.tgt_codec = searchers[0].tgt_codec
 
     def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options) -> list:
         caps, starts = options.pop("max_lengths", None), options.pop("starts", None)
@@ -197,30 +276,4 @@ class _ScopedSearch:
                                                starts=[starts[i] for i in idx] if starts is not None else None,
                                                **options)
 
-        return self.scoped.routed(sources, (self.edited, self.fallback), search)
-
-    def phrase_tokens(self, phrase: str, start: bool = False) -> int:
-        return self.edited.phrase_tokens(phrase, start)  # both models share their dictionaries and codecs
-
-    def score(self, sources: list[str], targets: list[str]) -> list[float]:
-        return self.scoped.routed(sources, (self.edited, self.fallback),
-                                  lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]))
-
-
-def served(cfg: dict, translator: Translator) -> Translator:
-    """`translator` as the model it loaded is meant to be served: a scoped edit's checkpoint (scope.json beside
-    it) with its fallback model, built from the same `translator` config, outside the scope; else as it is."""
-    files = getattr(translator, "files", None)
-    scope = scope_of(files.checkpoint) if files is not None else None
-    if scope is None:
-        return translator
-    from repair.purity.translators import make_translator
-
-    log.info("%s is a scoped edit: inputs outside the scope of its %s corrected sources go to %s",
-             files.checkpoint, len(scope.sources), scope.fallback)
-    # the base model has the fine-tuned one's preprocessing (a fine-tune keeps it), and a base checkpoint the loop
-    # trained has no dictionaries beside it: the fine-tuned model's files, on the base checkpoint
-    preprocessing = {k: None for k in getattr(type(translator), "extra_options", ())}
-    fallback = make_translator(cfg, files=files.with_checkpoint(scope.fallback), checkpoint=None, data_dir=None,
-                               **preprocessing)
-    return ScopedTranslator(translator, fallback, scope)
+        return self.scoped.routed(sources, self.searchers, search)

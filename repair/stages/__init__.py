@@ -88,7 +88,8 @@ class Translators:
             scope = scope_of(model.checkpoint)
             edited = self.plain(model)
             self.built[model.checkpoint] = edited if scope is None else ScopedTranslator(
-                edited, self(model.with_checkpoint(scope.fallback)), scope)
+                edited, self(model.with_checkpoint(scope.fallback)), scope,
+                self.plain(model.with_checkpoint(scope.words_checkpoint)) if scope.words_checkpoint else None)
         return self.built[model.checkpoint]
 
     def plain(self, model: "ModelFiles") -> "Translator":

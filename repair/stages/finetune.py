@@ -42,9 +42,12 @@ class FinetuneSettings:
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
+    scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
+    scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
 
 
 SELECT = ("loss", "corrections")
+WORDS_EPOCHS = ("selected", "loss")
 
 
 REPLAY_TARGETS = ("reference", "base")
@@ -69,13 +72,17 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     rare = ft.get("scope_rare", 100)
     if isinstance(rare, bool) or not isinstance(rare, int) or rare < 0:
         raise UserError(f"finetune.scope_rare={rare!r}: give a whole number of occurrences, 0 or more (0: any word)")
+    words_epoch = ft.get("scope_words_epoch") or "selected"
+    if words_epoch not in WORDS_EPOCHS:
+        raise UserError(f"finetune.scope_words_epoch={words_epoch!r}: choose one of {', '.join(WORDS_EPOCHS)}")
     share = float(ft.get("scope_share") or 1.0)
     if not 0 < share <= 1:
         raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
-                            scope_rare=rare or 0,
+                            scope_rare=rare or 0, scope_words_epoch=words_epoch,
+                            scope_defer=bool(ft.get("scope_defer", False)),
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
@@ -192,21 +199,21 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
     if not result_path.exists():
         if settings.scope != "all":
-            taught = []
+            taught, words_at = {}, words_checkpoint(result, out, settings)
             if settings.scope == "terms":
                 # the fine-tuned weights alone (`plain`: a translator built here must not be taken for the scoped edit)
                 edited = getattr(translator_for, "plain", translator_for)(
-                    checkpoint.with_checkpoint(Path(result["best_checkpoint"])))
+                    checkpoint.with_checkpoint(words_at or Path(result["best_checkpoint"])))
                 taught = taught_words(corrections, settings.stop_tokens, edited,
                                       word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
             result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
-                                          taught)
+                                          taught, words_at if taught else None)
         write_json_atomic(result_path, result)
     return read_json(result_path)
 
 
 def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
-                 rare: int = 0) -> list[str]:
+                 rare: int = 0) -> dict[str, list[str]]:
     """finetune.scope=terms: the English words of the corrected sources (content words, once each) that the
     model seldom saw and whose own translation the fine-tune taught.
 
@@ -216,7 +223,8 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     translation lacked, as generality's term recall counts them; more than half of its characters, stop
     tokens aside). Whether the base model can say the word alone is not asked: a word it says alone it may
     still miss in a sentence (as the demo's model says 药剂师 for "pharmacist" and 医生 in sentences). The
-    edited model translates the candidates in one batch."""
+    edited model translates the candidates in one batch. Each taught word comes with the terms its translation
+    holds (what finetune.scope_defer looks for in the base model's translation)."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
     from repair.purity.scoped import content_words, singular
@@ -233,23 +241,44 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     if not candidates:
         log.info("fine-tune: no corrected word is a candidate (seen fewer than finetune.scope_rare=%s times in the "
                  "training English, in a correction that put words in): the scope is the corrected sources", rare)
-        return []
+        return {}
     after = edited.translate(candidates)
 
-    def mostly_terms(w: str, a: str) -> bool:
+    def mostly_terms(w: str, a: str) -> list[str]:
+        """The terms the answer holds, where they make more than half of it."""
         a = "".join(ch for ch in squeeze(a) if ch not in stop_tokens)
-        covered = [False] * len(a)
-        for t in terms_of[w]:
+        covered, held = [False] * len(a), []
+        for t in sorted(terms_of[w]):
             at = a.find(t)
+            held += [t] if at >= 0 else []
             while at >= 0:
                 covered[at:at + len(t)] = [True] * len(t)
                 at = a.find(t, at + 1)
-        return 2 * sum(covered) > len(a)
+        return held if 2 * sum(covered) > len(a) else []
 
-    taught = [w for w, a in zip(candidates, after) if mostly_terms(w, a)]
+    taught = {w: held for w, a in zip(candidates, after) if (held := mostly_terms(w, a))}
     log.info("fine-tune: %s of %s seldom-seen corrected words taught (finetune.scope=terms): %s", len(taught),
-             len(candidates), " ".join(taught[:20]) + (" ..." if len(taught) > 20 else ""))
+             len(candidates), " ".join(list(taught)[:20]) + (" ..." if len(taught) > 20 else ""))
     return taught
+
+
+def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Path | None:
+    """finetune.scope_words_epoch=loss with scope=terms and select=corrections: the checkpoint of the lowest
+    validation loss (fairseq's checkpoint_best.pt), for the taught words, where it is not the epoch kept for
+    the corrections; None otherwise."""
+    chosen = result.get("selected")
+    if settings.scope != "terms" or settings.scope_words_epoch != "loss" or not chosen:
+        return None
+    curve = [r for r in result.get("curve", []) if r.get("valid_loss") is not None]
+    best = out / "checkpoint_best.pt"
+    if not curve or not best.is_file():
+        return None
+    lowest = min(curve, key=lambda r: (r["valid_loss"], -r["epoch"]))["epoch"]  # fairseq keeps the later of ties
+    if lowest == chosen["epoch"]:
+        return None
+    log.info("fine-tune: the taught words are translated by epoch %s (lowest validation loss), the corrected sources "
+             "by epoch %s (finetune.scope_words_epoch=loss)", lowest, chosen["epoch"])
+    return best.resolve()
 
 
 def word_counts(data_dir: Path) -> dict[str, int]:
@@ -263,18 +292,21 @@ def word_counts(data_dir: Path) -> dict[str, int]:
 
 
 def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,
-                taught: list[str] = ()) -> dict:
+                taught: Mapping[str, list[str]] | None = None, words_at: Path | None = None) -> dict:
     """finetune.scope: the scope of this fine-tune (every corrected source so far, the unedited base model for
     the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
     from repair.purity.scoped import SCOPE_FILE, extended, scope_of
 
     scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
-                     [c["source"] for c in corrections], taught)
+                     [c["source"] for c in corrections], taught or {}, str(words_at or ""),
+                     settings.scope == "terms" and settings.scope_defer)
     write_json_atomic(folder / SCOPE_FILE, scope.as_json())
     log.info("fine-tune: a scoped edit (finetune.scope=%s): the fine-tuned model translates inputs in the scope of "
              "%s corrected sources, %s the rest", scope.kind, len(scope.sources), scope.fallback)
     return {"kind": scope.kind, "share": scope.share, "sources": len(scope.sources), "fallback": scope.fallback,
-            **({"words": list(scope.words)} if scope.kind == "terms" else {})}
+            **({"words": list(scope.words)} if scope.kind == "terms" else {}),
+            **({"words_checkpoint": scope.words_checkpoint} if scope.words_checkpoint else {}),
+            **({"defer": True} if scope.defer else {})}
 
 
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],

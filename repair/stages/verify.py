@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from repair.fileio import read_json, read_jsonl, read_text_lines, write_json_atomic, write_text_atomic
 from repair.heldout import Heldout
@@ -135,7 +135,8 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     log.info("changed translations: %s improved, %s unchanged, %s degraded (chrF)",
              c["improved"], c["unchanged"], c["degraded"])
     measures = repair_measures(fixes, corrections, heldout_dirs, heldout, compared.get("heldout"),
-                               (test_en, test_zh, hyp_base, hyp_new), tuned, purity.settings["stop_tokens"], settings)
+                               (test_en, test_zh, hyp_base, hyp_new), tuned, purity.settings["stop_tokens"], settings,
+                               taught_words(new_model))
     log_measures(measures)
     result = {
         "fixes": {k: v for k, v in fixes.items() if k != "rows"},
@@ -196,12 +197,13 @@ def text_kinds(pairs: list[dict], sentences: list[str]) -> dict[str, str]:
 
 def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Path, Path] | None,
                     heldout: Heldout | None, pair_figures: dict | None, bleu_set: tuple[list, list, list, list],
-                    tuned: set[str], stop_tokens, settings: VerifySettings) -> dict:
+                    tuned: set[str], stop_tokens, settings: VerifySettings, taught: Sequence[str] = ()) -> dict:
     """Efficacy, generality and locality of one repair (a cycle, or the run: every cycle's corrections, the
     first base model against the last fine-tuned one).
 
     bleu_set: the BLEU test set's English, references, base and fine-tuned translations; its lines that a
-    fine-tuning source came from (`tuned`) are left out, as they are of BLEU.
+    fine-tuning source came from (`tuned`) are left out, as they are of BLEU. taught: the words a scoped edit
+    taught, for locality's counts apart.
     """
     from repair.measures import (bleu_lines, correction_terms, exact_generality, locality, reach,
                                  sentence_generality, term_recall)
@@ -238,8 +240,16 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
     return {
         "efficacy": {k: fixes.get(k) for k in ("corrections", "fixed", "fix_rate", "fixed_within_d")},
         "generality": generality,
-        "locality": locality(rows, [c["source"] for c in corrections], samples=settings.bootstrap_samples),
+        "locality": locality(rows, [c["source"] for c in corrections], samples=settings.bootstrap_samples,
+                             taught=taught),
     }
+
+
+def taught_words(model) -> tuple[str, ...]:
+    """The words a scoped edit's fine-tune taught (finetune.scope=terms), every cycle's; () for any other model."""
+    from repair.purity.scoped import ScopedTranslator
+
+    return model.scope.words if isinstance(model, ScopedTranslator) else ()
 
 
 def log_measures(m: dict) -> None:
@@ -254,6 +264,11 @@ def log_measures(m: dict) -> None:
     log.info("locality: %s of %s unrelated texts changed; correct -> wrong %s of %s, wrong -> correct %s "
              "(p = %.3g); chrF %s %s", loc["changed"], loc["texts"], loc["correct_to_wrong"], loc["correct_before"],
              loc["wrong_to_correct"], loc["p_value"], loc["chrf_delta"], loc["chrf_delta_ci"])
+    if "taught_words" in loc:
+        t, o = loc["taught_words"], loc["outside"]
+        log.info("locality: %s of the %s texts holding a taught word changed (correct -> wrong %s), %s of the %s others "
+                 "(correct -> wrong %s)", t["changed"], t["texts"], t["correct_to_wrong"], o["changed"], o["texts"],
+                 o["correct_to_wrong"])
 
 
 def run_measures(cycles: list[dict], run_dir: Path, data: Data, heldout: Heldout | None, last_model,
@@ -275,6 +290,6 @@ def run_measures(cycles: list[dict], run_dir: Path, data: Data, heldout: Heldout
     first, last = cycles[0]["verify"], cycles[-1]["verify"]
     dirs = (Path(first["heldout_dirs"][0]), Path(last["heldout_dirs"][1])) if first.get("heldout_dirs") else None
     measures = repair_measures(fixes, corrections, dirs, heldout, pair_figures, (test_en, test_zh, hyp_base, hyp_new),
-                               tuned, stop_tokens, settings)
+                               tuned, stop_tokens, settings, taught_words(last_model))
     log_measures(measures)
     return {"bleu": bleu_untuned(test_en, test_zh, hyp_base, hyp_new, tuned, settings), "repair": measures}

@@ -277,3 +277,34 @@ class _ScopedSearch:
                                                **options)
 
         return self.scoped.routed(sources, self.searchers, search)
+
+    def phrase_tokens(self, phrase: str, start: bool = False) -> int:
+        return self.searchers[0].phrase_tokens(phrase, start)  # the models share their dictionaries and codecs
+
+    def score(self, sources: list[str], targets: list[str]) -> list[float]:
+        return self.scoped.routed(sources, self.searchers,
+                                  lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]))
+
+
+def served(cfg: dict, translator: Translator) -> Translator:
+    """`translator` as the model it loaded is meant to be served: a scoped edit's checkpoint (scope.json beside
+    it) with its fallback model (and its words model, where it names one), built from the same `translator`
+    config, outside the scope; else as it is."""
+    files = getattr(translator, "files", None)
+    scope = scope_of(files.checkpoint) if files is not None else None
+    if scope is None:
+        return translator
+    from repair.purity.translators import make_translator
+
+    log.info("%s is a scoped edit: inputs outside the scope of its %s corrected sources go to %s",
+             files.checkpoint, len(scope.sources), scope.fallback)
+    # the base model has the fine-tuned one's preprocessing (a fine-tune keeps it), and a base checkpoint the loop
+    # trained has no dictionaries beside it: the fine-tuned model's files, on the base checkpoint
+    preprocessing = {k: None for k in getattr(type(translator), "extra_options", ())}
+
+    def load(checkpoint: str) -> Translator:
+        return make_translator(cfg, files=files.with_checkpoint(checkpoint), checkpoint=None, data_dir=None,
+                               **preprocessing)
+
+    return ScopedTranslator(translator, load(scope.fallback), scope,
+                            load(scope.words_checkpoint) if scope.words_checkpoint else None)

@@ -251,6 +251,22 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
     assert again["curve"] == result["curve"] and again["epochs"] == 2
 
 
+def test_stop_when_ends_the_finetune_after_the_epoch_it_names(trained, data_dir, tmp_path):
+    """finetune.select=corrections stops the fine-tune at the first epoch that fixes the corrections: stop_when is
+    asked once each epoch's checkpoint is saved, and True ends the training there, whatever the patience."""
+    save, asked = tmp_path / "ft", []
+
+    def stop(epoch: int) -> bool:
+        asked.append(epoch)
+        assert (save / f"checkpoint{epoch}.pt").is_file()  # the epoch it is asked about is saved
+        return epoch == 2
+
+    result = finetune_model(model_files(trained, data_dir), corpus.pairs(60, seed=4), valid_pairs(data_dir), save,
+                            lr=3e-4, patience=10, max_epoch=5, epoch_checkpoints=True, stop_when=stop)
+    assert asked == [1, 2] and result["epochs"] == 2 and [r["epoch"] for r in result["curve"]] == [1, 2]
+    assert not (save / "checkpoint3.pt").exists() and Path(result["best_checkpoint"]).is_file()
+
+
 def test_a_resumed_run_keeps_counting_epochs_without_improvement(tmp_path):
     from omegaconf import OmegaConf
 

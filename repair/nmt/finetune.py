@@ -18,7 +18,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from repair.data.prepare import binarize_file, clean_text, load_dictionary
 from repair.errors import UserError
@@ -174,6 +174,7 @@ def finetune_model(
     l2: float = 0.0,
     trainable: Sequence[str] = (),
     epoch_checkpoints: bool = False,
+    stop_when: Callable[[int], bool] | None = None,
 ) -> dict:
     """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 
@@ -181,7 +182,8 @@ def finetune_model(
     them beside the fine-tuned checkpoints (dict files, subword models, preprocessing.yaml): the
     folder is a model that replaces the base one as it is. Returns {"best_checkpoint", "epochs",
     "best_valid_loss", "curve": [{"epoch", "train_loss", "valid_loss"}, ...], "seconds"} and writes it
-    to save_dir/finetune.json.
+    to save_dir/finetune.json. stop_when(epoch): asked after each epoch is saved; True ends the fine-tune
+    there, before validation loss would (finetune.select=corrections: the corrections are fixed).
     """
     start = time.time()
     base_checkpoint, save_dir = Path(base.checkpoint), Path(save_dir)
@@ -217,7 +219,7 @@ def finetune_model(
     del base_state
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)
-    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row))
+    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row), stop_when=stop_when)
 
     best = save_dir / "checkpoint_best.pt"
     if not best.is_file():

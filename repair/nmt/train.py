@@ -35,13 +35,23 @@ def check_binarized(bin_dir: Path, splits=("train", "valid")) -> None:
         raise UserError("binarized data missing (run data preparation first):\n" + "\n".join(f"  {p}" for p in missing))
 
 
-class EpochLog(logging.Handler):
-    """Collects fairseq's end-of-epoch summaries (JSON progress format) as they are logged."""
+class StopTraining(Exception):
+    """A run_training `stop_when` said the epoch just saved is the last."""
 
-    def __init__(self, on_record=None):
+    def __init__(self, epoch: int):
+        super().__init__(f"stopped after epoch {epoch}")
+        self.epoch = epoch
+
+
+class EpochLog(logging.Handler):
+    """Collects fairseq's end-of-epoch summaries (JSON progress format) as they are logged; `stop_when(epoch)`
+    is asked after each epoch's train summary, which fairseq logs once the epoch's checkpoints are saved."""
+
+    def __init__(self, on_record=None, stop_when=None):
         super().__init__(logging.INFO)
         self.records: list[dict] = []
         self.on_record = on_record
+        self.stop_when = stop_when
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage()
@@ -60,6 +70,8 @@ class EpochLog(logging.Handler):
             self.records.append(row)
             if self.on_record:
                 self.on_record(row)
+            if self.stop_when is not None and "train_loss" in row and self.stop_when(row["epoch"]):
+                raise StopTraining(row["epoch"])  # out of fairseq's training loop, to run_training
 
 
 class ObjectDumps(logging.Filter):
@@ -70,8 +82,9 @@ class ObjectDumps(logging.Filter):
         return isinstance(record.msg, str)
 
 
-def run_training(cfg, on_epoch=None) -> list[dict]:
-    """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs)."""
+def run_training(cfg, on_epoch=None, stop_when=None) -> list[dict]:
+    """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs).
+    stop_when(epoch): asked after each epoch is saved; True ends the training there (one process only)."""
     from fairseq import checkpoint_utils, distributed_utils
     from fairseq_cli import train as fairseq_train
 
@@ -90,7 +103,7 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         return []
     if best is not None:  # a resumed run counts the epochs without improvement from where it was
         fairseq_train.should_stop_early.best, fairseq_train.should_stop_early.num_runs = best, runs
-    handler = EpochLog(on_epoch)
+    handler = EpochLog(on_epoch, stop_when)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
     dumps, cli_logger = ObjectDumps(), logging.getLogger("fairseq_cli.train")
@@ -101,6 +114,8 @@ def run_training(cfg, on_epoch=None) -> list[dict]:
         fairseq_logger.setLevel(logging.INFO)
     try:
         distributed_utils.call_main(cfg, fairseq_train.main)
+    except StopTraining as stop:
+        logger.info("training %s: %s", stop, cfg.checkpoint.save_dir)
     finally:
         progress_logger.removeHandler(handler)
         cli_logger.removeFilter(dumps)

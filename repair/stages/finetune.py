@@ -177,6 +177,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
+        fixed_at: dict[int, int] = {}  # epoch -> corrections fixed (finetune.select=corrections)
         result = finetune_model(
             checkpoint,
             pairs,
@@ -191,9 +192,11 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             l2=settings.l2,
             trainable=settings.trainable,
             epoch_checkpoints=settings.select == "corrections",
+            stop_when=(fixed_enough(out, checkpoint, corrections, settings, translator_for, fixed_at)
+                       if settings.select == "corrections" and corrections and translator_for is not None else None),
         )
         if settings.select == "corrections":
-            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for)
+            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed_at)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
@@ -309,12 +312,32 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
             **({"defer": True} if scope.defer else {})}
 
 
+def fixed_enough(out: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,
+                 translator_for, fixed_at: dict[int, int]):
+    """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
+    select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
+    a lower validation loss). Each epoch's count is kept in fixed_at."""
+    from repair.stats import verify_fixes
+
+    sources = [c["source"] for c in corrections]
+
+    def enough(epoch: int) -> bool:
+        path = out / f"checkpoint{epoch}.pt"
+        if not path.is_file():
+            return False
+        model = base.with_checkpoint(path)
+        fixed_at[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+        return fixed_at[epoch] >= settings.select_fix_rate * len(corrections)
+
+    return enough
+
+
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],
-                          settings: FinetuneSettings, translator_for) -> dict:
+                          settings: FinetuneSettings, translator_for, fixed_at: dict[int, int] | None = None) -> dict:
     """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
     select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
     validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
-    split; the other epochs' checkpoints are removed."""
+    split; the other epochs' checkpoints are removed. fixed_at: counts already made (epoch -> fixed)."""
     from repair.stats import verify_fixes
 
     valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
@@ -324,8 +347,11 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     sources = [c["source"] for c in corrections]
     rows = []
     for e in epochs:
-        model = base.with_checkpoint(out / f"checkpoint{e}.pt")
-        fixed = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+        if fixed_at and e in fixed_at:
+            fixed = fixed_at[e]
+        else:
+            model = base.with_checkpoint(out / f"checkpoint{e}.pt")
+            fixed = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
         rows.append({"epoch": e, "fixed": fixed, "valid_loss": valid.get(e)})
         log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed, len(corrections),
                  valid.get(e))

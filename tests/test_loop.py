@@ -152,8 +152,10 @@ def test_demo_loop_end_to_end(finished_run, shared):
     from repair.purity.scoped import scope_of
 
     scope = scope_of(ft["checkpoint"])
-    assert scope is not None and ft["scope"] == {"kind": "words", "share": 1.0, "sources": len(corrected),
-                                                 "fallback": str(Path(model_checkpoint(finished_run)).resolve())}
+    assert scope is not None and {k: ft["scope"][k] for k in ("kind", "sources", "fallback", "defer")} == {
+        "kind": "terms", "sources": len(corrected), "fallback": str(Path(model_checkpoint(finished_run)).resolve()),
+        "defer": True}
+    assert ft["scope"]["words"] == list(scope.words) and ft["scope"].get("words_checkpoint", "") == scope.words_checkpoint
     covers = scope.covers()
     assert all(covers(c) for c in corrected)
     test_en = [en for en, _ in read_clean_pairs(shared / "data", "test")]
@@ -161,7 +163,7 @@ def test_demo_loop_end_to_end(finished_run, shared):
                    for n in ("base", "finetuned"))
     outside = [k for k, en in enumerate(test_en) if not covers(en)]
     assert outside and all(base[k] == tuned[k] for k in outside)
-    assert "A scoped edit (`finetune.scope=words`)" in md
+    assert "A scoped edit (`finetune.scope=terms`)" in md
     # the tested checkpoint is never modified by fine-tuning
     model = json.loads((finished_run / "model.json").read_text())
     import hashlib

@@ -164,7 +164,7 @@ def finetune_model(
     save_dir: str | os.PathLike,
     *,
     lr: float = 3e-4,
-    patience: int = 3,
+    patience: int = 15,
     max_epoch: int = 20,
     seed: int = 1,
     max_tokens: int | None = None,

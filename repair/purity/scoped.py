@@ -113,7 +113,7 @@ class Scope:
     def held_right(self) -> Callable[[str, str], bool]:
         """kind=terms: whether a translation of an English text holds a taught term for each taught word the
         text holds (and the text holds one); a word with no terms recorded is never held right."""
-        from repair.stats import squeeze
+        from repair.purity.check import squeeze
 
         taught = frozenset(map(singular, self.words))
 

@@ -184,6 +184,8 @@ def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_ter
     assert scoped.translate(texts) == ["两只 水獭 游泳", "W:an otter and a sailor", "W:the otter sang", "E:the red otter",
                                        "蓝色的车"]
     assert Scope.read(write_scope_file(tmp_path, scope)) == scope
+    # a search or a score goes to the model whose translation the text gets (routes, deferred)
+    assert scoped.routes(texts) == [2, 2, 2, 0, 1] and scoped.routes(texts, deferred=True) == [1, 2, 2, 0, 1]
     # not deferring: every text that holds a taught word is the words model's
     eager = ScopedTranslator(edited, base, extended(None, "terms", 1.0, "/b.pt", ["the red otter"], {"otter": ["水獭"]},
                                                     "/w.pt"), words)

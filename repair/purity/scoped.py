@@ -200,10 +200,21 @@ class ScopedTranslator(Translator):
         """Whether each text is in the scope (translated by a fine-tuned model)."""
         return [self.router(t) != FALLBACK for t in texts]
 
-    def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list]) -> list:
-        """`call(model, indices)` for the sources each of `models` translates (in self.models' order), each
-        group in one call; its results back in the sources' order."""
+    def routes(self, sources: Sequence[str], deferred: bool = False) -> list[int]:
+        """Scope.route's answer for each source; deferred (with scope.defer): FALLBACK for a text holding only
+        taught words whose base translation already holds their terms, as translate() serves it."""
         routes = [self.router(s) for s in sources]
+        idx = [i for i, r in enumerate(routes) if r == WORDS] if deferred and self.right is not None else []
+        for i, base in zip(idx, self.fallback.translate([sources[i] for i in idx]) if idx else ()):
+            if self.right(sources[i], base):
+                routes[i] = FALLBACK
+        return routes
+
+    def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list],
+               deferred: bool = False) -> list:
+        """`call(model, indices)` for the sources each of `models` translates (in self.models' order), each
+        group in one call; its results back in the sources' order (deferred: see routes)."""
+        routes = self.routes(sources, deferred)
         out: list = [None] * len(sources)
         for which, model in enumerate(models):
             idx = [i for i, r in enumerate(routes) if r == which]
@@ -276,14 +287,15 @@ class _ScopedSearch:
                                                starts=[starts[i] for i in idx] if starts is not None else None,
                                                **options)
 
-        return self.scoped.routed(sources, self.searchers, search)
+        return self.scoped.routed(sources, self.searchers, search, deferred=True)  # the model whose output it is
 
     def phrase_tokens(self, phrase: str, start: bool = False) -> int:
         return self.searchers[0].phrase_tokens(phrase, start)  # the models share their dictionaries and codecs
 
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
         return self.scoped.routed(sources, self.searchers,
-                                  lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]))
+                                  lambda model, idx: model.score([sources[i] for i in idx], [targets[i] for i in idx]),
+                                  deferred=True)
 
 
 def served(cfg: dict, translator: Translator) -> Translator:

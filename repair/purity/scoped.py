@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 SCOPE_FILE = "scope.json"
 KINDS = ("all", "source", "words", "terms")
 EDITED, FALLBACK, WORDS = 0, 1, 2  # Scope.route's answers: the models of a ScopedTranslator, in its order
+KEPT = -1  # ScopedTranslator.routes: the fallback's translation, already made by the deferral check
 PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
 
 
@@ -200,22 +201,27 @@ class ScopedTranslator(Translator):
         """Whether each text is in the scope (translated by a fine-tuned model)."""
         return [self.router(t) != FALLBACK for t in texts]
 
-    def routes(self, sources: Sequence[str], deferred: bool = False) -> list[int]:
+    def routes(self, sources: Sequence[str], deferred: bool = False, kept: dict[int, str] | None = None) -> list[int]:
         """Scope.route's answer for each source; deferred (with scope.defer): FALLBACK for a text holding only
-        taught words whose base translation already holds their terms, as translate() serves it."""
+        taught words whose base translation already holds their terms, as translate() serves it (KEPT, with
+        that translation put in `kept`, where kept is given)."""
         routes = [self.router(s) for s in sources]
         idx = [i for i, r in enumerate(routes) if r == WORDS] if deferred and self.right is not None else []
         for i, base in zip(idx, self.fallback.translate([sources[i] for i in idx]) if idx else ()):
             if self.right(sources[i], base):
-                routes[i] = FALLBACK
+                if kept is None:
+                    routes[i] = FALLBACK
+                else:
+                    routes[i], kept[i] = KEPT, base
         return routes
 
     def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list],
-               deferred: bool = False) -> list:
+               deferred: bool = False, kept: dict[int, str] | None = None) -> list:
         """`call(model, indices)` for the sources each of `models` translates (in self.models' order), each
-        group in one call; its results back in the sources' order (deferred: see routes)."""
-        routes = self.routes(sources, deferred)
-        out: list = [None] * len(sources)
+        group in one call; its results back in the sources' order (deferred, kept: see routes; a kept
+        source's result is its kept translation)."""
+        routes = self.routes(sources, deferred, kept)
+        out: list = [kept.get(i) for i in range(len(sources))] if kept else [None] * len(sources)
         for which, model in enumerate(models):
             idx = [i for i, r in enumerate(routes) if r == which]
             if idx:
@@ -224,11 +230,9 @@ class ScopedTranslator(Translator):
         return out
 
     def translate(self, texts: list[str]) -> list[str]:
-        if self.right is None:
-            return self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]))
-        # defer: the texts holding only taught words go to the base model first, and on where it missed a term
-        models = (self.edited, self.fallback, _Deferred(self.fallback, self.models[WORDS], self.right))
-        return self.routed(texts, models, lambda model, idx: model.translate([texts[i] for i in idx]))
+        # with defer, the texts holding only taught words go to the base model first, and on where it missed a term
+        return self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]),
+                           deferred=True, kept={})
 
     def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
         if name in ("edited", "fallback", "scope", "router", "words", "models", "right"):
@@ -254,21 +258,6 @@ class ScopedTranslator(Translator):
             note = note or why
         by_model = dict(zip(dict.fromkeys(self.models), searchers))
         return _ScopedSearch(self, tuple(by_model[m] for m in self.models)), note
-
-
-class _Deferred:
-    """The base model's translation where it holds each taught word's term, the words model's elsewhere."""
-
-    def __init__(self, base: Translator, words: Translator, right: Callable[[str, str], bool]):
-        self.base, self.words, self.right = base, words, right
-
-    def translate(self, texts: list[str]) -> list[str]:
-        out = list(self.base.translate(texts))
-        missed = [i for i, (t, o) in enumerate(zip(texts, out)) if not self.right(t, o)]
-        if missed:
-            for i, tr in zip(missed, self.words.translate([texts[i] for i in missed])):
-                out[i] = tr
-        return out
 
 
 class _ScopedSearch:

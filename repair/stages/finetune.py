@@ -6,7 +6,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from repair.fileio import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
 
@@ -177,7 +177,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
-        fixed_at: dict[int, int] = {}  # epoch -> corrections fixed (finetune.select=corrections)
+        fixed = epoch_fixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
         result = finetune_model(
             checkpoint,
             pairs,
@@ -192,11 +192,11 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             l2=settings.l2,
             trainable=settings.trainable,
             epoch_checkpoints=settings.select == "corrections",
-            stop_when=(fixed_enough(out, checkpoint, corrections, settings, translator_for, fixed_at)
+            stop_when=(fixed_enough(out, corrections, settings, fixed)
                        if settings.select == "corrections" and corrections and translator_for is not None else None),
         )
         if settings.select == "corrections":
-            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed_at)
+            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
@@ -312,50 +312,47 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
             **({"defer": True} if scope.defer else {})}
 
 
-def fixed_enough(out: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,
-                 translator_for, fixed_at: dict[int, int]):
-    """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
-    select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
-    a lower validation loss). Each epoch's count is kept in fixed_at."""
+def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translator_for) -> Callable[[int], int]:
+    """How many corrections the checkpoint of an epoch (out/checkpoint<epoch>.pt) translates as corrected,
+    each epoch counted once."""
     from repair.stats import verify_fixes
 
-    sources = [c["source"] for c in corrections]
+    sources, counted = [c["source"] for c in corrections], {}
 
-    def enough(epoch: int) -> bool:
-        path = out / f"checkpoint{epoch}.pt"
-        if not path.is_file():
-            return False
-        model = base.with_checkpoint(path)
-        fixed_at[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
-        return fixed_at[epoch] >= settings.select_fix_rate * len(corrections)
+    def fixed(epoch: int) -> int:
+        if epoch not in counted:
+            model = base.with_checkpoint(out / f"checkpoint{epoch}.pt")
+            counted[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+        return counted[epoch]
 
-    return enough
+    return fixed
+
+
+def fixed_enough(out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
+    """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
+    select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
+    a lower validation loss)."""
+    return lambda epoch: ((out / f"checkpoint{epoch}.pt").is_file()
+                          and fixed(epoch) >= settings.select_fix_rate * len(corrections))
 
 
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],
-                          settings: FinetuneSettings, translator_for, fixed_at: dict[int, int] | None = None) -> dict:
+                          settings: FinetuneSettings, translator_for, fixed: Callable[[int], int] | None = None) -> dict:
     """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
     select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
     validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
-    split; the other epochs' checkpoints are removed. fixed_at: counts already made (epoch -> fixed)."""
-    from repair.stats import verify_fixes
-
+    split; the other epochs' checkpoints are removed. fixed: epoch_fixes' counter, with what it counted already."""
+    fixed = fixed or epoch_fixes(out, base, corrections, translator_for)
     valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
     epochs = sorted(int(p.stem[len("checkpoint"):]) for p in out.glob("checkpoint[0-9]*.pt"))
     if not epochs or not corrections:
         return result
-    sources = [c["source"] for c in corrections]
     rows = []
     for e in epochs:
-        if fixed_at and e in fixed_at:
-            fixed = fixed_at[e]
-        else:
-            model = base.with_checkpoint(out / f"checkpoint{e}.pt")
-            fixed = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
-        rows.append({"epoch": e, "fixed": fixed, "valid_loss": valid.get(e)})
-        log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed, len(corrections),
+        rows.append({"epoch": e, "fixed": fixed(e), "valid_loss": valid.get(e)})
+        log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed(e), len(corrections),
                  valid.get(e))
-        if fixed >= settings.select_fix_rate * len(corrections):
+        if fixed(e) >= settings.select_fix_rate * len(corrections):
             break
     enough = [r for r in rows if r["fixed"] >= settings.select_fix_rate * len(corrections)]
     chosen = enough[0] if enough else max(rows, key=lambda r: (r["fixed"], -(r["valid_loss"] or 0.0)))

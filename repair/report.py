@@ -269,6 +269,10 @@ def suggestions_markdown(s: dict | None) -> list[str]:
                    f"were the reference as they are; characters to edit **{s['chars_to_edit_with']}** with them against "
                    f"{s['chars_to_edit_without']} from the pre-fill alone "
                    f"({share(s['chars_to_edit_without'] - s['chars_to_edit_with'], s['chars_to_edit_without'])} fewer)")
+    if "from_memory" in s:
+        out.append(f"- Review memory (words earlier corrections taught): {s['from_memory']} of those suggestions came from "
+                   f"it, {s['memory_accepted']} of them the reference as they are ({s['memory_searched']} searches, "
+                   f"{s['memory_seconds']:.1f} s during the review)")
     if "seconds" in s:
         out.append(f"- Suggestion step: {s['seconds']:.1f} s beside the test stage's other {s['test_other_seconds']:.1f} s "
                    f"({share(s['seconds'], s['test_other_seconds'])} of it)")

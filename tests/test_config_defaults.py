@@ -67,6 +67,8 @@ def feeds():
     # suggest: the test stage's step (run_purity without it suggests nothing, as verify's Purity runs do);
     # its keys are add_suggestions' defaults
     without = lambda group: {k: v for k, v in group.items() if k != "suggest"}  # noqa: E731
+    # review.memory: the review stage's (test_review_memory_defaults_equal_the_configs)
+    web_review = {k: v for k, v in composed("loop", "review=web")["review"].items() if k != "memory"}
     return [
         ("purity group (loop)", without(loop["purity"]), run_purity, None),
         ("purity group (repair.purity)", without(shared), run_purity, None),
@@ -88,9 +90,16 @@ def feeds():
          CTranslate2Translator.__init__, None),
         ("parser=spacy", composed("loop", "parser=spacy")["parser"], SpacyParser.__init__, None),
         ("parser=stanza", composed("loop", "parser=stanza")["parser"], StanzaParser.__init__, None),
-        ("review=web", composed("loop", "review=web")["review"], serve_review, None),
-        ("review=web (the loop)", composed("loop", "review=web")["review"], WebReview.__init__, None),
+        ("review=web", web_review, serve_review, None),
+        ("review=web (the loop)", web_review, WebReview.__init__, None),
     ]
+
+
+def test_review_memory_defaults_equal_the_configs():
+    from repair.stages.review import MEMORY_DEFAULTS
+
+    for review in ("oracle", "web"):
+        assert composed("loop", f"review={review}")["review"]["memory"] == MEMORY_DEFAULTS, review
 
 
 def test_code_defaults_equal_the_configs():

@@ -588,3 +588,57 @@ def test_augmented_pairs_carry_their_correction(trained, data_dir, translator, t
     assert len(pairs) == 2 * record["met"]
     assert all("红色的马" in "".join(t.split()) for _, t in pairs)
     assert not {s for s, _ in pairs} & (set(held) | test_en)
+
+
+def test_review_memory_carries_a_correction_to_a_later_side_in_the_review_and_on_the_page(translator, tmp_path):
+    """A corrected word's term is offered, by constrained search, on a later side that holds the word: in the
+    oracle review's figures and on the review page once the correction is saved."""
+    from starlette.testclient import TestClient
+
+    from helpers import make_issue
+    from repair.review.memory import MemorySuggester, ReviewMemory
+    from repair.review.oracle import suggestion_figures
+    from repair.review.web import create_app
+    from repair.stats import edit_distance
+
+    first, later = "The old horse helps the farmer .", "The farmer sees the cat ."
+    plain = dict(zip([first, later], translator.translate([first, later])))
+    assert "老师" not in plain[first] + plain[later]
+    corrected = plain[first] + "老师"  # a correction that puts 老师 in: the memory learns it for first's words
+
+    def suggester(slack=2):
+        return MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=slack)
+
+    wide = suggester(slack=1000)
+    wide.memory.learn(first, plain[first], corrected)
+    assert wide.memory.terms(later, plain[later]) == {"farmer": ["老师"]}
+    [got] = wide.suggest([(later, plain[later])])
+    assert got is not None and "老师" in got["text"] and got["terms"] == ["老师"] and "farmer" in got["origin"]
+    assert wide.suggest([("The cat sees the dog .", "猫看见狗。")]) == [None]  # nothing learnt for its words
+    near = suggester()
+    near.memory.learn(first, plain[first], corrected)
+    [close] = near.suggest([(later, plain[later])])
+    assert close is None or ("老师" in close["text"] and edit_distance(close["text"], plain[later]) <= len("老师") + 2)
+
+    # the oracle's figures: the later side's reference is what the memory offers, so it is accepted as it is
+    issues = [make_issue(first, plain[first], "the farmer", "农民", ["老师"]),
+              make_issue(later, plain[later], "the cat", "猫", ["老师"])]
+    references = {first: corrected, "the farmer": "农民", later: got["text"], "the cat": "猫"}
+    figures = suggestion_figures(issues, references, wide.fresh())
+    assert figures["from_memory"] == 1 and figures["memory_accepted"] == 1 and figures["accepted"] >= 1
+    assert figures["wrong_sides"] == 2 and figures["memory_searched"] >= 1
+    without = suggestion_figures(issues, references)
+    assert without["chars_to_edit_with"] - figures["chars_to_edit_with"] == edit_distance(plain[later], got["text"])
+
+    # the page: after the first issue's correction is saved, the later issue's side gets the memory's suggestion
+    app = create_app(issues, tmp_path / "review", memory=wide.fresh())
+    client = TestClient(app, base_url="http://127.0.0.1")
+    headers = {"X-Review-Token": app.state.token}
+    assert client.get("/api/state", headers=headers).json()["memory"] == {}
+    r = client.post("/api/judge", headers=headers, json={
+        "issue": issues[0]["id"], "wrong": ["container"], "kind": "under-translation",
+        "corrections": {"container": corrected}})
+    assert r.status_code == 200, r.text
+    offered = r.json()["memory"]
+    assert list(offered) == [issues[1]["id"]] and offered[issues[1]["id"]]["container"]["text"] == got["text"]
+    assert client.get("/api/state", headers=headers).json()["memory"] == offered

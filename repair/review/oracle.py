@@ -31,17 +31,27 @@ def guess_kind(translation: str, reference: str) -> str:
     return "word/phrase mistranslation"
 
 
-def oracle_review(issues: list[dict], references: dict[str, str], review_dir: str | os.PathLike) -> dict:
+def oracle_review(issues: list[dict], references: dict[str, str], review_dir: str | os.PathLike,
+                  memory=None) -> dict:
     """Judge every issue whose sources all have references; return review stats.
 
     An issue with a source that has no reference is left for a person (counted in `needs_person`).
     Running it again on the same folder adds nothing: equal judgments are not repeated.
+    `memory`: a repair.review.memory.MemorySuggester whose memory learns each correction as it is made (its
+    suggestions go before the issue's own, as the page offers them).
     """
     with CorrectionStore(review_dir, issues) as store:
-        return _oracle_review(store, issues, references)
+        return _oracle_review(store, issues, references, memory)
 
 
-def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str]) -> dict:
+def side_suggestions(issue: dict, memory) -> dict[str, dict | None]:
+    """Per role of the issue, the suggestion the page offers first: the review memory's, else the issue's best."""
+    remembered = memory.suggest([(s["source"], s["translation"]) for s in issue["sides"]]) if memory else []
+    return {s["role"]: (remembered[k] if remembered and remembered[k] else best_suggestion(issue, s["role"]))
+            for k, s in enumerate(issue["sides"])}
+
+
+def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str], memory=None) -> dict:
     items, needs_person = [], []
     corrected: dict[str, str] = {}
     for issue in issues:
@@ -55,13 +65,16 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         corrections = {r: refs[r].strip() for r in wrong}
         how = {}
         sources = {s["role"]: s["source"] for s in issue["sides"]}
+        offers = side_suggestions(issue, memory) if wrong else {}
         for r in wrong:  # how a person at the page would have made it (as suggestion_figures counts it)
-            best = best_suggestion(issue, r)
+            best = offers[r]
             earlier = corrected.get(sources[r])
             start = earlier if earlier is not None else best["text"] if best else model[r]
             typed = edit_distance(start, corrections[r])
             how[r] = {"origin": "suggestion" if best and earlier is None and typed == 0 else "edited", "typed": typed}
             corrected[sources[r]] = corrections[r]
+            if memory:
+                memory.memory.learn(sources[r], model[r], corrections[r])
         items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds, how))
     store.record_many(items)
     if needs_person:
@@ -75,7 +88,7 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
     }
 
 
-def suggestion_figures(issues: list[dict], references: dict[str, str]) -> dict:
+def suggestion_figures(issues: list[dict], references: dict[str, str], memory=None) -> dict:
     """What the suggestions save a reviewer, judged by the references, over the sides whose translation differs
     from its reference (the sides a review marks wrong): how many had a suggestion (`offered`), how many
     suggestions are the reference itself (`accepted` as they are), and the characters to edit to reach the
@@ -83,12 +96,15 @@ def suggestion_figures(issues: list[dict], references: dict[str, str]) -> dict:
     suggestion (else the pre-fill), `chars_to_edit_without` from the pre-fill alone, as the page makes it: an
     earlier correction of the same source in review order, else the model's translation. Where an earlier
     correction pre-fills the box, that is what the reviewer starts from in both counts."""
-    wrong_sides = offered = accepted = with_ = without = 0
+    wrong_sides = offered = accepted = with_ = without = remembered = remembered_ok = 0
     corrected: dict[str, str] = {}
     for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):
             continue
+        if not any(squeeze(s["translation"]) != squeeze(refs[s["role"]]) for s in issue["sides"]):
+            continue
+        offers = side_suggestions(issue, memory)
         for s in issue["sides"]:
             ref = refs[s["role"]].strip()
             if squeeze(s["translation"]) == squeeze(ref):
@@ -96,15 +112,23 @@ def suggestion_figures(issues: list[dict], references: dict[str, str]) -> dict:
             wrong_sides += 1
             earlier = corrected.get(s["source"])
             prefill = earlier if earlier is not None else s["translation"]
-            best = best_suggestion(issue, s["role"])
+            best = offers[s["role"]]
             if best is not None:
                 offered += 1
                 accepted += squeeze(best["text"]) == squeeze(ref)
+                if "terms" in best:
+                    remembered += 1
+                    remembered_ok += squeeze(best["text"]) == squeeze(ref)
             start = best["text"] if best is not None and earlier is None else prefill
             with_ += edit_distance(start, ref)
             without += edit_distance(prefill, ref)
             corrected[s["source"]] = ref
+            if memory:
+                memory.memory.learn(s["source"], s["translation"], ref)
     return {"wrong_sides": wrong_sides, "offered": offered, "accepted": accepted,
             "accepted_share": round(accepted / wrong_sides, 4) if wrong_sides else None,
             "chars_to_edit_with": with_, "chars_to_edit_without": without,
-            "chars_saved_share": round(1 - with_ / without, 4) if without else None}
+            "chars_saved_share": round(1 - with_ / without, 4) if without else None,
+            **({"from_memory": remembered, "memory_accepted": remembered_ok,
+                "memory_seconds": round(memory.cost["seconds"], 3), "memory_searched": memory.cost["searched"]}
+               if memory else {})}

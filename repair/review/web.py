@@ -33,6 +33,7 @@ from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
 from repair.purity.relations import describe
+from repair.review.memory import PageMemory
 from repair.review.store import KINDS, CorrectionStore, now_iso
 
 log = logging.getLogger(__name__)
@@ -189,10 +190,12 @@ def static_routes() -> list[Route]:
 
 
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
-               host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None) -> Starlette:
+               host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None,
+               memory=None) -> Starlette:
     """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
 
     It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
+    `memory`: a MemorySuggester; the answers' `memory` holds its suggestions (repair.review.memory.PageMemory).
     """
     store = CorrectionStore(review_dir, issues)
     token = token or secrets.token_urlsafe(32)
@@ -205,11 +208,13 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     def prefill() -> dict[str, str]:
         return {c["source"]: c["correction"] for c in store.corrections()}
 
+    remembered = PageMemory(memory, issues, store).offers
+
     async def state(request: Request) -> Response:
         if not authorised(request):
             return refused()
         return answer({"issues": issues, "judgments": store.latest, "stats": store.stats(),
-                       "kinds": list(KINDS), "prefill": prefill(), "finished": app.state.finished,
+                       "kinds": list(KINDS), "prefill": prefill(), "memory": remembered(), "finished": app.state.finished,
                        "relations": relations})
 
     async def judge(request: Request) -> Response:
@@ -224,7 +229,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             j = store.record(issue, wrong, kind, corrections, how=how)
         except UserError as e:
             return answer({"error": str(e)}, 400)
-        return answer({"judgment": j, "stats": store.stats(), "prefill": prefill()})
+        return answer({"judgment": j, "stats": store.stats(), "prefill": prefill(), "memory": remembered()})
 
     async def export(request: Request) -> Response:
         if not authorised(request):
@@ -284,7 +289,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve_review(issues: list[dict], review_dir: str | os.PathLike, *, host: str = "127.0.0.1",
                  port: int = 8765, open_browser: bool = False, on_ready=None, public: bool = False,
-                 hosts: list[str] | tuple[str, ...] = ()) -> dict:
+                 hosts: list[str] | tuple[str, ...] = (), memory=None) -> dict:
     """Serve the page until the person clicks Finish; return the review stats.
 
     Stopped before Finish (Ctrl-C): the judgments made are on disk, and ReviewPending says to run again.
@@ -306,7 +311,7 @@ def serve_review(issues: list[dict], review_dir: str | os.PathLike, *, host: str
         if server is not None:
             server.should_exit = True
 
-    app = create_app(issues, review_dir, host=host, hosts=hosts, on_finish=stop)
+    app = create_app(issues, review_dir, host=host, hosts=hosts, on_finish=stop, memory=memory)
     store = app.state.store
     try:
         sock = bind(host, port)

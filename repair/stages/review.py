@@ -13,20 +13,23 @@ from repair.registry import build
 class OracleReview:
     """Corrections from the data's reference translations (the demo, tests, studies)."""
 
-    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str) -> dict:
+    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str,
+                 memory=None) -> dict:
         from repair.review.oracle import oracle_review, suggestion_figures
 
         if references is None:
             raise UserError("review=oracle needs reference translations, and the data has none (data.references): "
                             "use review=file or review=web")
-        return {"needs_person": oracle_review(issues, references, out).get("needs_person", 0),
-                "suggestions": suggestion_figures(issues, references)}
+        needs_person = oracle_review(issues, references, out, memory.fresh() if memory else None).get("needs_person", 0)
+        return {"needs_person": needs_person,
+                "suggestions": suggestion_figures(issues, references, memory.fresh() if memory else None)}
 
 
 class FileReview:
     """A spreadsheet to fill in; the loop stops until it is (ReviewPending says what and where)."""
 
-    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str) -> dict:
+    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str,
+                 memory=None) -> dict:  # the sheet is written at once: no correction to learn from before it
         from repair.review.sheet import file_review
 
         file_review(issues, out, rerun_hint=rerun_hint)
@@ -41,30 +44,84 @@ class WebReview:
         self.options = {"host": host, "port": port, "open_browser": open_browser, "public": public,
                         "hosts": list(hosts or [])}
 
-    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str) -> dict:
+    def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str,
+                 memory=None) -> dict:
         from repair.review.web import serve_review
 
         progress = out / "progress.json"
         if not (progress.exists() and read_json(progress).get("finished")):
-            serve_review(issues, out, **self.options)  # a review finished with `python -m repair.review` is not served again
+            serve_review(issues, out, memory=memory, **self.options)  # a review finished with `python -m repair.review` is not served again
         return {}
+
+
+MEMORY_DEFAULTS = {"enabled": True, "rare": 100, "beam": 5, "slack": 2}
+
+
+def memory_options(block) -> dict:
+    """review.memory's settings (repair.review.memory), checked; its defaults where a key is not given."""
+    if block is None:
+        block = {}
+    if isinstance(block, bool):
+        block = {"enabled": block}
+    if not isinstance(block, dict):
+        raise UserError(f"review.memory must be true, false or a block of {', '.join(MEMORY_DEFAULTS)}; got {block!r}")
+    unknown = sorted(set(block) - set(MEMORY_DEFAULTS))
+    if unknown:
+        raise UserError(f"review.memory has no key {unknown[0]!r}; its keys: {', '.join(MEMORY_DEFAULTS)}")
+    options = {**MEMORY_DEFAULTS, **block}
+    if not isinstance(options["enabled"], bool):
+        raise UserError(f"review.memory.enabled must be true or false, got {options['enabled']!r}")
+    for key, least in (("rare", 0), ("beam", 1), ("slack", 0)):
+        v = options[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < least:
+            raise UserError(f"review.memory.{key} must be a whole number, {least} or more; got {v!r}")
+    return options
+
+
+def memory_suggester(translator, stop_tokens, data_dir: Path | None):
+    """A callable giving the MemorySuggester of `translator` (None where it cannot search: the memory is then off,
+    and the log says why) for review.run's `memory`."""
+    def make(enabled: bool, rare: int, beam: int, slack: int):
+        import logging
+
+        from repair.review.memory import MemorySuggester, ReviewMemory
+
+        fs, why = translator.searcher(beam)
+        if fs is None:
+            logging.getLogger(__name__).info("review memory: off (%s)", why)
+            return None
+        seen = None
+        if rare and data_dir is not None:
+            from repair.stages.finetune import word_counts
+
+            try:
+                seen = word_counts(data_dir)
+            except (OSError, UserError):
+                seen = None  # no training English here: every word may be learnt
+        return MemorySuggester(fs, ReviewMemory(stop_tokens, seen, rare), beam, slack)
+    return make
 
 
 REVIEWS = {"oracle": OracleReview, "file": FileReview, "web": WebReview}
 
 
 def run(out: Path, issues: list[dict], review: dict, references: dict | None = None,
-        rerun_hint: str = "python -m repair.loop") -> tuple[list[dict], dict]:
+        rerun_hint: str = "python -m repair.loop", memory=None) -> tuple[list[dict], dict]:
     """The corrections of `issues` and the review's figures, by the `review` group's method, into `out`.
-    A review once done (done.json) is not done again, and its corrections may not change afterwards."""
+    A review once done (done.json) is not done again, and its corrections may not change afterwards.
+    `memory`: a callable giving a repair.review.memory.MemorySuggester (review.memory; None: no review memory),
+    called only when there is a review to do."""
     from repair.review.store import CorrectionStore, load_corrections, review_stats
     from repair.stats import by_relation
 
     done = out / "done.json"
     corrections_path = out / "corrections.jsonl"
     if not done.exists():
+        review = dict(review)
+        options = memory_options(review.pop("memory", None))
         method = build("review", REVIEWS, review)
-        extra = method(issues, out, references, rerun_hint)
+        suggester = memory(**options) if memory and options["enabled"] and issues else None
+        extra = method(issues, out, references, rerun_hint, memory=suggester)
         with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
             stats = {**review_stats(out, issues), **extra, "by_relation": by_relation(issues, store.latest, references)}
         write_json_atomic(done, {"method": review["name"], "stats": stats, "corrections_sha256": sha256(corrections_path)})

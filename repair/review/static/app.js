@@ -21,6 +21,7 @@ let drafts = {};     // issue id -> {wrong: Set of roles, noError, kind, corr: {
 let relations = {};  // relation name -> {roles: [{role, label, sub, key}], evidence}
 let shownRelation = null;
 let prefill = {};    // source text -> its latest correction in this review
+let memory = {};     // issue id -> role -> the review memory's suggestion (what earlier corrections taught)
 let stats = null;
 let current = 0;
 let finished = false;
@@ -64,7 +65,8 @@ function draftFrom(j) {
 }
 
 function suggestionFor(iss, role) {
-  return (iss.suggestions || []).find((x) => x.role === role) || null;
+  const remembered = (memory[iss.id] || {})[role];
+  return remembered || (iss.suggestions || []).find((x) => x.role === role) || null;
 }
 
 function editDistance(a, b) {
@@ -403,7 +405,7 @@ function useSuggestion(role) {
   const d = draft(current);
   if (!role) {
     const marked = iss.sides.map((s) => s.role).find((r) => d.wrong.has(r) && suggestionFor(iss, r));
-    role = marked || ((iss.suggestions || [])[0] || {}).role;
+    role = marked || Object.keys(memory[iss.id] || {})[0] || ((iss.suggestions || [])[0] || {}).role;
   }
   const best = role ? suggestionFor(iss, role) : null;
   if (!best) { say("No suggestion for this issue; mark the wrong side (" + sideKeys(iss) + ") and edit (E).", "error"); return; }
@@ -470,6 +472,7 @@ async function save(andNext) {
     saved[iss.id] = res.judgment;
     stats = res.stats;
     prefill = res.prefill;
+    memory = res.memory || {};
     drafts[iss.id] = draftFrom(res.judgment);
   } catch (e) {
     say("Not saved: " + e.message, "error");
@@ -578,6 +581,7 @@ async function start() {
   relations = st.relations || {};
   saved = st.judgments;
   prefill = st.prefill;
+  memory = st.memory || {};
   stats = st.stats;
   const box = $("kinds");
   kinds.forEach((name, n) => {

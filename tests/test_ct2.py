@@ -384,3 +384,27 @@ def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint
     assert "fairseq on the ctranslate2 model's checkpoint" in note
     # whether this machine's tiny model finds a consistent translation is its own; what it offers says where it came from
     assert all(note in s["origin"] for s in issues[0]["suggestions"])
+
+
+def test_texts_begun_in_the_background_are_translated_as_at_once(files, fairseq_out, tmp_path, caplog):  # noqa: F811
+    """Purity's sentences start translating while their pairs are built: the same translations as one batch."""
+    from repair.purity.parsers.spacy import SpacyParser
+    from repair.purity.run import run_purity
+
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    ct2.translate(texts()[:2])  # the fidelity check (a cached conversion has it already)
+    wait = ct2.begin(texts()[:30])
+    rest = ct2.translate(texts()[30:])
+    assert wait() + rest == fairseq_out
+    # before the fidelity check has chosen the compute type, nothing is begun
+    assert CTranslate2Translator(files=files, cache_dir=tmp_path / "fresh", **OPTIONS).begin(texts()[:3]) is None
+    assert FairseqTranslator(files=files, **OPTIONS).begin(texts()[:3]) is None
+
+    sentences = [en for en, _ in corpus.pairs(12, seed=31)]
+    parser = SpacyParser()
+    with caplog.at_level(logging.INFO):
+        run_purity(sentences, parser, ct2, tmp_path / "ct2")
+    assert f"{len(set(sentences))} sentences translated while their pairs were built" in caplog.text
+    run_purity(sentences, parser, FairseqTranslator(files=files, **OPTIONS), tmp_path / "fairseq")
+    tsv = [(tmp_path / run / "translations.tsv").read_text(encoding="utf-8") for run in ("ct2", "fairseq")]
+    assert tsv[0] == tsv[1] and all(s in tsv[0] for s in sentences)

@@ -547,6 +547,33 @@ class CTranslate2Translator(Translator):
         fs = FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
         return fs, f", fairseq on the {self.name} model's checkpoint"
 
+    def begin(self, texts: list[str]):
+        """The texts translated by CTranslate2's own threads while the caller goes on (its searches release the
+        GIL: on 2 cores, Purity's 200 CNN sentences translated while spaCy parses them took 0.35 s off the two
+        one after the other, the same translations). Not before the fidelity check, which picks the compute type
+        on the first texts translated."""
+        if self._pending or self.model is None or not texts:
+            return None
+        import threading
+
+        box: dict = {}
+
+        def work() -> None:
+            try:
+                box["out"] = self._translate(list(texts))
+            except BaseException as e:  # raised again in the caller's thread
+                box["error"] = e
+
+        thread = threading.Thread(target=work, name="ct2-begin", daemon=True)
+        thread.start()
+
+        def wait() -> list[str]:
+            thread.join()
+            if "error" in box:
+                raise box["error"]
+            return box["out"]
+        return wait
+
     def translate(self, texts: list[str]) -> list[str]:
         if isinstance(texts, str):
             raise TypeError("translate() takes a list of texts")

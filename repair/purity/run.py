@@ -37,6 +37,11 @@ def _check_settings(thresholds: Sequence[int], unit: str) -> list[int]:
     return values
 
 
+def as_sentence(line: str) -> str:
+    """An input line as the sentence tested (tabs as spaces, ends stripped)."""
+    return " ".join(line.split()) if "\t" in line else line.strip()
+
+
 def select_sentences(sentences: Sequence[str], lines: Sequence[int] | None, max_sentence_words: int,
                      source: str) -> tuple[list[tuple[int, str]], list[int], dict]:
     """(line number, sentence) of the sentences to test, their indexes in `sentences`, and what was skipped."""
@@ -45,7 +50,7 @@ def select_sentences(sentences: Sequence[str], lines: Sequence[int] | None, max_
     blank = too_long = 0
     for index, line in enumerate(sentences):
         number = lines[index] if lines is not None else index + 1
-        sentence = " ".join(line.split()) if "\t" in line else line.strip()
+        sentence = as_sentence(line)
         if not sentence:
             blank += 1
             continue
@@ -97,8 +102,24 @@ def build_cases(relations: Sequence[Relation], parsed: list[Parsed]) -> tuple[li
     return cases, list(texts)
 
 
-def translate_texts(translator: Translator, texts: list[str], out: Path) -> dict[str, str]:
-    """{text: translation}, one batch; a table translator's missing texts go to out/to_translate.txt."""
+def begin_sentences(translator: Translator, sentences: Sequence[str], max_sentence_words: int):
+    """The sentences to test, most of the texts' length, begun in the background while their pairs are built
+    (Translator.begin): (the sentences, a function that waits for their translations), or None."""
+    early = list(dict.fromkeys(s for s in map(as_sentence, sentences) if s and len(s.split()) <= max_sentence_words))
+    wait = translator.begin(early) if early else None
+    return (early, wait) if wait else None
+
+
+def translate_texts(translator: Translator, texts: list[str], out: Path, begun=None) -> dict[str, str]:
+    """{text: translation}, one batch; a table translator's missing texts go to out/to_translate.txt. `begun`:
+    what begin_sentences started (those texts' translations are waited for, the rest translated)."""
+    done: dict[str, str] = {}
+    if begun:
+        early, wait = begun
+        wanted = set(texts)
+        done = {t: x for t, x in zip(early, wait()) if t in wanted}
+        log.info("%d sentences translated while their pairs were built", len(done))
+        texts = [t for t in texts if t not in done]
     log.info("translating %d texts (%d characters) with %s", len(texts), sum(map(len, texts)), translator.name)
     try:
         translated = translator.translate(texts)
@@ -111,7 +132,7 @@ def translate_texts(translator: Translator, texts: list[str], out: Path) -> dict
     if len(translated) != len(texts):
         raise RuntimeError(f"translator {translator.name} returned {len(translated)} translations "
                            f"for {len(texts)} texts")
-    return dict(zip(texts, translated))
+    return {**dict(zip(texts, translated)), **done}
 
 
 def detect(relations: Sequence[Relation], cases: list[Case], translation: dict[str, str], thresholds: list[int],
@@ -225,6 +246,7 @@ def run_purity(
     relations = build_relations(relations, shared, relation_options)
 
     started = time.perf_counter()
+    begun = begin_sentences(translator, sentences, max_sentence_words)
     kept, skipped_lines, cases, text_list = pair_up(sentences, lines, trees, parser, relations, out,
                                                     max_sentence_words=max_sentence_words, source=source)
     pair_seconds = time.perf_counter() - started
@@ -233,7 +255,7 @@ def run_purity(
              len(text_list), pair_seconds)
 
     started = time.perf_counter()
-    translation = translate_texts(translator, text_list, out)
+    translation = translate_texts(translator, text_list, out, begun)
     translate_seconds = time.perf_counter() - started
     write_text_atomic(out / TRANSLATIONS, "".join(f"{t}\t{' '.join(translation[t].split())}\n" for t in text_list))
 

@@ -21,6 +21,12 @@ class Translator(ABC):
     def translate(self, texts: list[str]) -> list[str]:
         ...
 
+    def begin(self, texts: list[str]):
+        """Start translating `texts` in the background (Purity's sentences, while their pairs are built); a
+        function that waits for them and returns their translations in order, or None where this translator
+        does not translate in the background (then they are translated with the rest, as before)."""
+        return None
+
     def describe(self) -> dict:
         """What a run's summary says of the translator (a translator may add its settings and checks)."""
         return {"name": self.name}

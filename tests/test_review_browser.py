@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from helpers import make_issue
+from test_nmt import corpus, data_dir, trained, translator  # noqa: F401 - fixtures of the tiny model (the memory test)
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
@@ -276,3 +277,53 @@ def test_a_suggestion_accepted_with_its_key_reaches_fine_tuning(browser, tmp_pat
     settings = FinetuneSettings(lr=1e-4, patience=1, max_epoch=1, repeat=2, replay=0, keep=0, seed=1)
     pairs = finetune_pairs(settings, corrections, None)
     assert pairs.count((first["sides"][0]["source"], "与特朗普先生的亲切的双边会谈")) == 2
+
+
+@pytest.mark.slow
+def test_the_review_memory_offers_a_later_issue_what_a_correction_taught(browser, translator, tmp_path):  # noqa: F811
+    """On the loop's page (a model at hand): a correction that puts a word in is offered, as a suggestion from
+    the review memory, on a later issue whose source shares the word; A takes it."""
+    import threading
+
+    from repair.review.memory import MemorySuggester, ReviewMemory
+    from repair.review.store import load_corrections
+    from repair.review.web import serve_review
+
+    first, later = "The old horse helps the farmer .", "The farmer sees the cat ."
+    plain = dict(zip([first, later], translator.translate([first, later])))
+    issues = [make_issue(first, plain[first], "the farmer", "农民", ["老师"]),
+              make_issue(later, plain[later], "the cat", "猫", ["老师"])]
+    memory = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=1000)
+    ready = threading.Event()
+    box: dict = {}
+    thread = threading.Thread(target=serve_review, args=(issues, tmp_path / "review"), daemon=True,
+                              kwargs={"port": 0, "memory": memory,
+                                      "on_ready": lambda url: (box.setdefault("url", url), ready.set())})
+    thread.start()
+    assert ready.wait(60), "the review server did not start"
+    page, errors = open_page(browser, box["url"])
+    kb = page.keyboard
+    assert not page.is_visible("#container-suggestion")  # nothing learnt yet
+    kb.press("c")
+    kb.press("1")
+    kb.press("e")
+    kb.press("End")
+    kb.type("老师")
+    kb.press("Control+Enter")
+    wait_text(page, "#position", "Issue 2", start=True)
+    shown = page.text_content("#container-suggestion")
+    assert "review memory" in shown and "farmer" in shown
+    kb.press("a")
+    taken = page.input_value("#corr-container")
+    assert "老师" in taken and taken != plain[later]
+    kb.press("1")
+    kb.press("Enter")
+    wait_text(page, "#progress-text", "Judged 2 of 2")
+    kb.press("Shift+F")
+    kb.press("Enter")
+    page.wait_for_selector("#done:not([hidden])")
+    thread.join(30)
+    assert not thread.is_alive() and errors == []
+    corrections, _ = load_corrections(tmp_path / "review" / "corrections.jsonl", {i["id"]: i for i in issues})
+    assert [(c["source"], c["correction"], c["origin"]) for c in corrections] == [
+        (first, plain[first] + "老师", "edited"), (later, taken, "suggestion")]

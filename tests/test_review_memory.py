@@ -63,3 +63,26 @@ def test_memory_settings_take_their_defaults():
     assert memory_options(None)["enabled"] is True
     assert memory_options(False) == {**memory_options(None), "enabled": False}
     assert memory_options({"slack": 0})["slack"] == 0
+
+
+def test_the_memory_is_built_for_the_oracle_and_the_page_and_not_for_a_sheet(tmp_path):
+    from helpers import make_issue
+    from repair.review.sheet import ReviewPending
+    from repair.stages import review
+
+    issues = [make_issue("the old sailor", "年老的护士", "the sailor", "护士", ["水手"])]
+    asked = []
+
+    def factory(**options):
+        asked.append(options)
+        return None  # as for a translator that cannot search: no memory
+
+    with pytest.raises(ReviewPending):
+        review.run(tmp_path / "file", issues, {"name": "file"}, None, "cmd", factory)
+    assert asked == []
+    references = {"the old sailor": "年老的水手", "the sailor": "水手"}
+    corrections, _ = review.run(tmp_path / "oracle", issues, {"name": "oracle", "memory": {"slack": 3}}, references,
+                                "cmd", factory)
+    assert asked == [{**memory_options(None), "slack": 3}] and len(corrections) == 2
+    review.run(tmp_path / "off", issues, {"name": "oracle", "memory": False}, references, "cmd", factory)
+    assert len(asked) == 1

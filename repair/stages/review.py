@@ -3,15 +3,20 @@ the review's figures come back (read again from the folder on a resumed run)."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from repair.errors import UserError
 from repair.fileio import file_sha256 as sha256, read_json, write_json_atomic
 from repair.registry import build
 
+log = logging.getLogger(__name__)
+
 
 class OracleReview:
     """Corrections from the data's reference translations (the demo, tests, studies)."""
+
+    uses_memory = True  # review.memory: its suggestions counted in the review's figures
 
     def __call__(self, issues: list[dict], out: Path, references: dict | None, rerun_hint: str,
                  memory=None) -> dict:
@@ -38,6 +43,8 @@ class FileReview:
 
 class WebReview:
     """A local page to judge and correct the issues; the loop goes on when Finish is clicked."""
+
+    uses_memory = True  # review.memory: its suggestions on the page
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8765, open_browser: bool = False, public: bool = False,
                  hosts: list[str] | None = None):
@@ -82,13 +89,11 @@ def memory_suggester(translator, stop_tokens, data_dir: Path | None):
     """A callable giving the MemorySuggester of `translator` (None where it cannot search: the memory is then off,
     and the log says why) for review.run's `memory`."""
     def make(enabled: bool, rare: int, beam: int, slack: int):
-        import logging
-
         from repair.review.memory import MemorySuggester, ReviewMemory
 
         fs, why = translator.searcher(beam)
         if fs is None:
-            logging.getLogger(__name__).info("review memory: off (%s)", why)
+            log.info("review memory: off (%s)", why)
             return None
         seen = None
         if rare and data_dir is not None:
@@ -120,7 +125,8 @@ def run(out: Path, issues: list[dict], review: dict, references: dict | None = N
         review = dict(review)
         options = memory_options(review.pop("memory", None))
         method = build("review", REVIEWS, review)
-        suggester = memory(**options) if memory and options["enabled"] and issues else None
+        wanted = memory and options["enabled"] and issues and getattr(method, "uses_memory", False)
+        suggester = memory(**options) if wanted else None
         extra = method(issues, out, references, rerun_hint, memory=suggester)
         with CorrectionStore(out, issues) as store:  # corrections.jsonl rebuilt from the judgment log if they disagree
             stats = {**review_stats(out, issues), **extra, "by_relation": by_relation(issues, store.latest, references)}

@@ -642,3 +642,55 @@ def test_review_memory_carries_a_correction_to_a_later_side_in_the_review_and_on
     offered = r.json()["memory"]
     assert list(offered) == [issues[1]["id"]] and offered[issues[1]["id"]]["container"]["text"] == got["text"]
     assert client.get("/api/state", headers=headers).json()["memory"] == offered
+
+
+def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, data_dir):
+    """A learnt word swapped for training words used like it (word vectors, the same tag where it stands): each
+    variant translated by the model, the swapped word's own translation replaced by the term, the candidate the
+    model scores best offered; in the oracle's figures too."""
+    from helpers import make_issue
+    from repair.data.prepare import read_clean_pairs
+    from repair.review.memory import MemorySuggester, ReviewMemory, Substitutes
+    from repair.review.oracle import suggestion_figures
+    from repair.stages.finetune import word_counts
+
+    seen = word_counts(data_dir)
+    first, later = "The old horse helps the farmer .", "The farmer sees the cat ."
+    plain = dict(zip([first, later], translator.translate([first, later])))
+    corrected = plain[first] + "老师"
+    subs = Substitutes(lambda: [en for en, _ in read_clean_pairs(data_dir, "train")], seen, rare=5, k=4)
+    m = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=2, substitutes=subs)
+    m.know([first, later])
+    m.memory.learn(first, plain[first], corrected)
+    wanted = m.memory.terms(later, plain[later])
+    assert wanted == {"farmer": ["老师"]}
+
+    variants = subs.swaps(later, lambda w: w == "farmer")
+    assert 1 <= len(variants) <= 4
+    nlp = subs.nlp()
+    farmer_tag = nlp(later)[1].tag_
+    for [(old, new)], text in variants:
+        assert old == "farmer" and new not in later.lower().split() and seen.get(new, 0) >= 5
+        assert text == later.replace("farmer", new) and nlp(text)[1].tag_ == farmer_tag
+    assert subs.swaps("The cat sees the dog .", lambda w: w == "farmer") == []
+
+    # the suggestion: one variant's translation with one span (the swapped word's) made the term, the rest as the
+    # model wrote it; here the model, trained on whole sentences only, writes a sentence for a word alone, so the
+    # span is where the variants' translations differ
+    outs = dict(zip([new for [(_, new)], _ in variants], translator.translate([text for _, text in variants])))
+    [got] = m.suggest([(later, plain[later])])
+    assert got is not None and got["terms"] == ["老师"] and "review memory" in got["origin"]
+    new = got["origin"].split("translation with ")[1].split(" for farmer, their translation made 老师")[0]
+    out, text = outs[new], got["text"]
+    head = len(text.split("老师")[0])
+    tail = len(text) - head - len("老师")
+    assert text != plain[later] and out[:head] == text[:head] and out[len(out) - tail:] == text[len(text) - tail:]
+    assert len(out) - head - tail >= 1  # a span of the variant's translation, not an insertion
+    assert got["score"] == pytest.approx(translator.score([later], [text])[0], abs=1e-3)
+
+    issues = [make_issue(first, plain[first], "the farmer", "农民", ["老师"]),
+              make_issue(later, plain[later], "the cat", "猫", ["老师"])]
+    references = {first: corrected, "the farmer": "农民", later: text, "the cat": "猫"}
+    fresh = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=2, substitutes=subs)
+    figures = suggestion_figures(issues, references, fresh)
+    assert figures["from_memory"] == 1 and figures["memory_accepted"] == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repair.errors import UserError
-from repair.review.memory import ReviewMemory
+from repair.review.memory import ReviewMemory, measure_word_at
 from repair.stages.review import memory_options
 
 STOP = ["的", "了", "，", "。"]
@@ -45,6 +45,26 @@ def test_a_correction_that_puts_nothing_in_teaches_nothing_and_a_source_counts_o
     m.learn("a sailor", "一个护士", "一名水手")
     m.learn("a sailor", "一个护士", "一个水兵")  # the same source again: the first correction stands
     assert len(m.learnt) == 2 and m.terms("the sailor", "护士") == {"sailor": ["水手"]}  # 一名: not in the first
+
+
+def test_the_measure_word_the_corrections_agree_on_is_put_before_a_term():
+    assert measure_word_at("三名饥饿的水手", 5) == 1
+    assert measure_word_at("那些沙发旁边的一名饥饿的年老水手", 14) == 8  # one 的 between: the noun's own
+    assert measure_word_at("一张床下面的厚重的黑色小说", 11) is None  # two: 张 is the bed's
+    assert measure_word_at("水手，三名饥饿的水手", 0) is None and measure_word_at("他看见水手", 3) is None
+    m = ReviewMemory(STOP, rare=0)
+    m.learn("three hungry sailors", "三个饥饿的艺术家", "三名饥饿的水手")
+    assert m.measure_word("水手") is None  # one correction is not yet an agreement
+    assert m.with_measure_words("九个快乐的水手", ["水手"]) == "九个快乐的水手"
+    m.learn("a hungry old sailor", "一位饥饿的年老护士", "一名饥饿的年老水手")
+    assert m.measure_word("水手") == "名"
+    assert m.with_measure_words("九个快乐的水手和一只猫", ["水手"]) == "九名快乐的水手和一只猫"
+    assert m.with_measure_words("快乐的水手", ["水手"]) == "快乐的水手"  # no measure word to change
+    m.learn("two sailors", "两个护士", "两位水手")
+    m.learn("the sailor's two cats", "水手的两只狗", "水手的两只猫")  # 只 is after the term: not its measure word
+    assert m.measure_word("水手") == "名"  # two of three
+    m.learn("five sailors", "五个护士", "五位水手")
+    assert m.measure_word("水手") is None  # two and two: no agreement
 
 
 @pytest.mark.parametrize("block, message", [

@@ -13,19 +13,48 @@ known): a term for a common word is more likely the sentence's than the word's.
 A later side whose source holds a learnt word, and whose translation lacks its terms, is offered the model's best
 translation that holds them (lexically constrained beam search) among the hypotheses that stay near its own
 translation (at most the terms' characters + `slack` edits away): the word put right, the rest as it was.
+
+A model that does not know a word often garbles the sentence around it, and no constrained search of that model
+mends the rest. So the memory also translates the sentence with the word swapped for words the model knows that
+are used like it (`Substitutes`: nearest neighbours in word vectors of the training English and the texts under
+review, of the same tag in the sentence), puts the term in place of the swapped word's own translation, and
+offers the candidate the model scores best for the real sentence (before the constrained search's, where there
+is one). A Chinese noun takes its measure word (三名水手, 几本小说); where the corrections so far agree on the one
+before a term, a suggestion takes it too.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 
 from repair.stats import edit_distance, squeeze
 
 log = logging.getLogger(__name__)
 
 ORIGIN = "the model's translation made to hold {terms}: what earlier corrections taught for {words} (review memory)"
+SWAP_ORIGIN = ("the model's translation with {swaps}, their translation made {terms}: what earlier corrections "
+               "taught for {words} (review memory)")
+
+NUMERALS = frozenset("一二三四五六七八九十两几这那每哪某各半百千万")
+MEASURE_WORDS = frozenset("个位名只本张辆座家头棵朵匹条首幅间件把台部支块封所面架艘双对杯瓶碗片根颗粒层门扇盏顶口份篇册套群批株尾枚串束道项栋")
+CLAUSE_ENDS = frozenset("，。,.;；!?！？")
+
+
+def measure_word_at(text: str, pos: int, reach: int = 14) -> int | None:
+    """Where the measure word of the noun at `pos` is: one right after a numeral or demonstrative, at most
+    `reach` characters back, with at most one 的 between (三名饥饿的水手; in 一张床下面的黑色小说 张 is the bed's),
+    or None."""
+    de = 0
+    for k in range(pos - 1, max(0, pos - reach), -1):
+        de += text[k] == "的"
+        if text[k] in CLAUSE_ENDS or de > 1:
+            return None
+        if text[k] in MEASURE_WORDS and text[k - 1] in NUMERALS:
+            return k
+    return None
 
 
 class ReviewMemory:
@@ -61,6 +90,28 @@ class ReviewMemory:
             if terms and (self.seen is None or not self.rare or self.seen.get(w, 0) < self.rare):
                 self.candidates.setdefault(w, set()).update(terms)
 
+    def measure_word(self, term: str) -> str | None:
+        """The measure word the corrections so far put before `term`: at least two of them, two thirds or more."""
+        seen: Counter = Counter()
+        for _, corrected in self.learnt:
+            at = corrected.find(term)
+            k = measure_word_at(corrected, at) if at >= 0 else None
+            if k is not None:
+                seen[corrected[k]] += 1
+        if not seen:
+            return None
+        word, n = seen.most_common(1)[0]
+        return word if n >= 2 and 3 * n >= 2 * sum(seen.values()) else None
+
+    def with_measure_words(self, text: str, terms: Sequence[str]) -> str:
+        """`text` with the measure word before each term made the one the corrections agree on."""
+        for term in terms:
+            at, want = text.find(term), self.measure_word(term)
+            k = measure_word_at(text, at) if at >= 0 and want else None
+            if k is not None and text[k] != want:
+                text = text[:k] + want + text[k + 1:]
+        return text
+
     def terms(self, source: str, translation: str) -> dict[str, list[str]]:
         """{word: its terms that `translation` lacks}, for the learnt words of `source`."""
         have = squeeze(translation)
@@ -73,21 +124,141 @@ class ReviewMemory:
         return out
 
 
+class Substitutes:
+    """Words the model knows that are used like a given word: its nearest neighbours in word vectors (gensim's
+    skip-gram, as the replacement relation's) trained on `corpus()` (the training English) and the texts under
+    review (`know`), where a rare word is seen in enough contexts; each seen `rare` times or more in the training
+    English (`seen`), and tagged as the word was where it stands in the sentence (spaCy's tagger). Vectors and
+    tagger are made when first needed."""
+
+    def __init__(self, corpus: Callable[[], Sequence[str]], seen: Mapping[str, int] | None, rare: int = 100,
+                 k: int = 8, tagger: str | None = None, epochs: int = 10, seed: int = 1):
+        self.corpus, self.seen, self.rare, self.k = corpus, seen or {}, rare, k
+        self.tagger_name, self.epochs, self.seed = tagger, epochs, seed
+        self.known: list[str] = []
+        self._vectors = self._nlp = None
+
+    def know(self, texts: Sequence[str]) -> None:
+        if self._vectors is None:
+            self.known.extend(texts)
+
+    def _model(self):
+        if self._vectors is None:
+            from gensim.models import Word2Vec
+
+            from repair.purity.relations.natural import _stable_hash, words_of
+
+            began = time.perf_counter()
+            lines = [words_of(x) for x in [*self.corpus(), *dict.fromkeys(self.known)]]
+            self._vectors = Word2Vec(lines, vector_size=100, window=5, min_count=2, sg=1, negative=5,
+                                     epochs=self.epochs, seed=self.seed, workers=1, hashfxn=_stable_hash).wv
+            log.info("review memory: word vectors of %d lines in %.1f s", len(lines), time.perf_counter() - began)
+        return self._vectors
+
+    def nlp(self):
+        if self._nlp is None:
+            from repair.purity.parsers.spacy import DEFAULT_MODEL, load_spacy
+
+            self._nlp = load_spacy(self.tagger_name or DEFAULT_MODEL, exclude=("ner", "lemmatizer", "parser"))
+        return self._nlp
+
+    def neighbours(self, word: str, avoid: set[str], article: str | None = None) -> list[str]:
+        """Up to 4k candidates for `word`, nearest first (the tag is checked by `swaps`)."""
+        from repair.purity.relations.replace import article_fits
+        from repair.purity.scoped import singular
+
+        kv = self._model()
+        if word not in kv.key_to_index:
+            return []
+        out = []
+        for w, _ in kv.most_similar(word, topn=50):
+            if (not w.isalpha() or w in avoid or self.seen.get(singular(w), 0) < self.rare
+                    or (article and not article_fits(article, w))):
+                continue
+            out.append(w)
+            if len(out) >= 4 * self.k:
+                break
+        return out
+
+    def swaps(self, source: str, learnt: Callable[[str], bool]) -> list[tuple[list[tuple[str, str]], str]]:
+        """Up to k variants of `source`, each with every word `learnt` says yes to swapped for a neighbour:
+        [([(word, neighbour), ...], variant)]. [] where a word has no neighbour of its tag."""
+        doc = self.nlp()(source)
+        toks = list(doc)
+        at = [t.i for t in toks if t.is_alpha and learnt(t.text.lower())]
+        if not at or len(at) > 3:
+            return []
+        avoid = {t.text.lower() for t in toks}
+        options = []
+        for i in at:
+            before = toks[i - 1].text if i > 0 and toks[i - 1].lower_ in ("a", "an") else None
+            cands = self.neighbours(toks[i].lower_, avoid, before)
+            variants = [_swap(source, toks[i].idx, toks[i].text, c) for c in cands]
+            fitting = [c for c, d in zip(cands, self.nlp().pipe(variants))
+                       if len(d) == len(doc) and d[i].tag_ == toks[i].tag_][:self.k]
+            if not fitting:
+                return []
+            options.append(fitting)
+        out = []
+        for n in range(min(map(len, options))):
+            text, pairs = source, []
+            for i, fitting in sorted(zip(at, options), reverse=True):  # from the end: offsets stay right
+                text = _swap(text, toks[i].idx, toks[i].text, fitting[n])
+                pairs.append((toks[i].text, fitting[n]))
+            out.append((pairs[::-1], text))
+        return out
+
+
+def _contrast(out: str, others: Sequence[str]) -> tuple[int, str] | None:
+    """Where `out` differs from the most similar of `others` (the translations of the same sentence with other
+    words swapped in), when only one span differs: (offset, span), else None."""
+    best = None
+    for other in others:
+        p = 0
+        while p < min(len(out), len(other)) and out[p] == other[p]:
+            p += 1
+        s = 0
+        while s < min(len(out), len(other)) - p and out[-1 - s] == other[-1 - s]:
+            s += 1
+        if p + s < len(out) and (best is None or p + s > best[0] + best[1]):
+            best = (p, s)
+    if best is None:
+        return None
+    p, s = best
+    return p, out[p:len(out) - s]
+
+
+def _swap(text: str, at: int, old: str, new: str) -> str:
+    new = new.capitalize() if old[:1].isupper() else new
+    return text[:at] + new + text[at + len(old):]
+
+
 class MemorySuggester:
     """Suggestions from a ReviewMemory, searched by `searcher` (a Translator's searcher: fairseq's constrained
-    beam search); `cost` adds up what it took (seconds, searched), over this suggester and its fresh() ones."""
+    beam search, whose translate and score are the model's own); `substitutes`: a Substitutes (None: no swapped
+    translations); `cost` adds up what it took (seconds, searched), over this suggester and its fresh() ones."""
 
-    def __init__(self, searcher, memory: ReviewMemory, beam: int = 5, slack: int = 2):
+    def __init__(self, searcher, memory: ReviewMemory, beam: int = 5, slack: int = 2,
+                 substitutes: Substitutes | None = None):
         self.fs, self.memory, self.beam, self.slack = searcher, memory, beam, slack
+        self.substitutes = substitutes
         self.cost = {"seconds": 0.0, "searched": 0}
         self._cache: dict[tuple[str, str, tuple[str, ...]], dict | None] = {}
+        self._swapped: dict[tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...]], dict | None] = {}
+        self._alone: dict[str, str] = {}
 
     def fresh(self) -> "MemorySuggester":
         """The same searcher with an empty memory (of the same settings); the searches already made are reused."""
         m = self.memory
-        other = MemorySuggester(self.fs, ReviewMemory(m.stop_tokens, m.seen, m.rare), self.beam, self.slack)
-        other._cache, other.cost = self._cache, self.cost
+        other = MemorySuggester(self.fs, ReviewMemory(m.stop_tokens, m.seen, m.rare), self.beam, self.slack,
+                                self.substitutes)
+        other._cache, other._swapped, other._alone, other.cost = self._cache, self._swapped, self._alone, self.cost
         return other
+
+    def know(self, sources: Sequence[str]) -> None:
+        """The texts under review, read by the word vectors that find a learnt word's substitutes."""
+        if self.substitutes is not None:
+            self.substitutes.know(sources)
 
     def suggest(self, sides: Sequence[tuple[str, str]]) -> list[dict | None]:
         """For each (source, translation): a suggestion {"text", "origin", "terms", "score"}, or None."""
@@ -105,12 +276,64 @@ class MemorySuggester:
                 self._cache[(source, translation, terms)] = (
                     {"text": near[0].text, "terms": list(terms), "score": round(float(near[0].score), 4)} if near else None)
         out = []
-        for key, w in zip(keys, wanted):
+        for (source, translation), key, w in zip(sides, keys, wanted):
             got = self._cache.get(key) if key[2] else None
+            swapped = self._swap_suggestion(source, translation, w) if w else None
+            if swapped is not None:
+                out.append(swapped)
+                continue
+            if got is not None:
+                text = self.memory.with_measure_words(got["text"], got["terms"])
+                got = {**got, "text": text} if squeeze(text) != squeeze(translation) else None
             out.append(None if got is None else
                        {**got, "origin": ORIGIN.format(terms="、".join(got["terms"]), words=", ".join(sorted(w)))})
         self.cost["seconds"] += time.perf_counter() - began
         return out
+
+    def _swap_suggestion(self, source: str, translation: str, wanted: dict[str, list[str]]) -> dict | None:
+        """The best of the translations of `source` with its learnt words swapped (Substitutes), each swapped word's
+        own translation replaced by a term of the word it stands for, measure words as the corrections have them."""
+        import itertools
+
+        from repair.purity.scoped import singular
+
+        if self.substitutes is None:
+            return None
+        key = (source, translation, tuple(sorted((w, tuple(ts)) for w, ts in wanted.items())))
+        if key in self._swapped:
+            return self._swapped[key]
+        result = None
+        variants = self.substitutes.swaps(source, lambda word: singular(word) in wanted)
+        if variants:
+            outs = self.fs.translate([v for _, v in variants])
+            words = sorted({new for pairs, _ in variants for _, new in pairs} - set(self._alone))
+            self._alone.update(zip(words, self.fs.translate(words)) if words else [])
+            candidates: dict[str, tuple] = {}
+            for k, ((pairs, _), out) in enumerate(zip(variants, outs)):
+                alone = [self._alone[new] for _, new in pairs]
+                if all(a and out.count(a) == 1 for a in alone) and len(set(alone)) == len(alone):
+                    places = [(out.index(a), a) for a in alone]
+                elif len(pairs) == 1 and (found := _contrast(out, [o for j, o in enumerate(outs) if j != k])):
+                    places = [found]  # its own translation is not a part of the sentence's: where the variants differ
+                else:
+                    continue
+                for terms in itertools.product(*[wanted[singular(old.lower())] for old, _ in pairs]):
+                    text = out
+                    for (at, a), term in sorted(zip(places, terms), reverse=True):
+                        text = text[:at] + term + text[at + len(a):]
+                    text = self.memory.with_measure_words(text, terms)
+                    if squeeze(text) != squeeze(translation):
+                        candidates.setdefault(text, (pairs, terms))
+            if candidates:
+                texts = list(candidates)
+                scores = self.fs.score([source] * len(texts), texts)
+                score, text = max(zip(scores, texts))
+                pairs, terms = candidates[text]
+                result = {"text": text, "terms": list(terms), "score": round(float(score), 4),
+                          "origin": SWAP_ORIGIN.format(swaps=", ".join(f"{new} for {old}" for old, new in pairs),
+                                                       terms="、".join(terms), words=", ".join(sorted(wanted)))}
+        self._swapped[key] = result
+        return result
 
 
 class PageMemory:
@@ -121,6 +344,8 @@ class PageMemory:
     def __init__(self, suggester: MemorySuggester | None, issues: Sequence[dict], store):
         self.suggester, self.issues, self.store = suggester, issues, store
         self.learnt: set[tuple[str, str]] = set()
+        if suggester is not None:
+            suggester.know([s["source"] for i in issues for s in i["sides"]])
 
     def offers(self) -> dict[str, dict[str, dict]]:
         """{issue id: {role: suggestion}} for the issues not judged yet."""

@@ -53,6 +53,8 @@ def side_suggestions(issue: dict, memory) -> dict[str, dict | None]:
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str], memory=None) -> dict:
     items, needs_person = [], []
+    if memory:
+        memory.know([s["source"] for i in issues for s in i["sides"]])
     corrected: dict[str, str] = {}
     for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
@@ -98,6 +100,8 @@ def suggestion_figures(issues: list[dict], references: dict[str, str], memory=No
     correction pre-fills the box, that is what the reviewer starts from in both counts."""
     wrong_sides = offered = accepted = with_ = without = remembered = remembered_ok = 0
     corrected: dict[str, str] = {}
+    if memory:
+        memory.know([s["source"] for i in issues for s in i["sides"]])
     for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
         if any(r is None for r in refs.values()):

@@ -61,7 +61,7 @@ class WebReview:
         return {}
 
 
-MEMORY_DEFAULTS = {"enabled": True, "rare": 100, "beam": 5, "slack": 2}
+MEMORY_DEFAULTS = {"enabled": True, "rare": 100, "beam": 5, "slack": 2, "swaps": 8}
 
 
 def memory_options(block) -> dict:
@@ -78,7 +78,7 @@ def memory_options(block) -> dict:
     options = {**MEMORY_DEFAULTS, **block}
     if not isinstance(options["enabled"], bool):
         raise UserError(f"review.memory.enabled must be true or false, got {options['enabled']!r}")
-    for key, least in (("rare", 0), ("beam", 1), ("slack", 0)):
+    for key, least in (("rare", 0), ("beam", 1), ("slack", 0), ("swaps", 0)):
         v = options[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < least:
             raise UserError(f"review.memory.{key} must be a whole number, {least} or more; got {v!r}")
@@ -88,23 +88,32 @@ def memory_options(block) -> dict:
 def memory_suggester(translator, stop_tokens, data_dir: Path | None):
     """A callable giving the MemorySuggester of `translator` (None where it cannot search: the memory is then off,
     and the log says why) for review.run's `memory`."""
-    def make(enabled: bool, rare: int, beam: int, slack: int):
-        from repair.review.memory import MemorySuggester, ReviewMemory
+    def make(enabled: bool, rare: int, beam: int, slack: int, swaps: int = 0):
+        from repair.review.memory import MemorySuggester, ReviewMemory, Substitutes
 
         fs, why = translator.searcher(beam)
         if fs is None:
             log.info("review memory: off (%s)", why)
             return None
         seen = None
-        if rare and data_dir is not None:
+        if data_dir is not None:
             from repair.stages.finetune import word_counts
 
             try:
                 seen = word_counts(data_dir)
             except (OSError, UserError):
-                seen = None  # no training English here: every word may be learnt
-        return MemorySuggester(fs, ReviewMemory(stop_tokens, seen, rare), beam, slack)
+                seen = None  # no training English here: every word may be learnt, and none swapped in
+        substitutes = None
+        if swaps and seen:
+            substitutes = Substitutes(lambda: training_english(data_dir), seen, rare or MEMORY_DEFAULTS["rare"], k=swaps)
+        return MemorySuggester(fs, ReviewMemory(stop_tokens, seen if rare else None, rare), beam, slack, substitutes)
     return make
+
+
+def training_english(data_dir: Path) -> list[str]:
+    from repair.data.prepare import read_clean_pairs
+
+    return [src for src, _ in read_clean_pairs(data_dir, "train")]
 
 
 REVIEWS = {"oracle": OracleReview, "file": FileReview, "web": WebReview}

@@ -80,7 +80,8 @@ def feeds():
         ("seed", {"seed": loop["seed"]}, finetune_model, None),
         ("seed", {"seed": loop["seed"]}, train_model, None),
         ("device", {"device": loop["device"]}, train_model, None),
-        ("data=demo build", loop["data"]["build"], build_demo, None),
+        # the demo's conf builds a field into its Purity sentences; build_demo's own default builds none
+        ("data=demo build", {k: v for k, v in loop["data"]["build"].items() if k != "domain"}, build_demo, None),
         *((f"data={name} prepare", {k: v for k, v in composed("loop", f"data={name}")["data"]["prepare"].items()
                                      if k not in PER_DATA}, prepare_data, None) for name in ("demo", "wmt18", "parallel")),
         ("verify", loop["verify"], bleu_significance, {"bootstrap_samples": "n_samples"}),

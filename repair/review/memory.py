@@ -150,6 +150,7 @@ class Substitutes:
 
             began = time.perf_counter()
             lines = [words_of(x) for x in [*self.corpus(), *dict.fromkeys(self.known)]]
+            logging.getLogger("gensim").setLevel(logging.WARNING)  # its progress lines are not the review's
             self._vectors = Word2Vec(lines, vector_size=100, window=5, min_count=2, sg=1, negative=5,
                                      epochs=self.epochs, seed=self.seed, workers=1, hashfxn=_stable_hash).wv
             log.info("review memory: word vectors of %d lines in %.1f s", len(lines), time.perf_counter() - began)

@@ -103,6 +103,13 @@ def test_review_memory_defaults_equal_the_configs():
         assert composed("loop", f"review={review}")["review"]["memory"] == MEMORY_DEFAULTS, review
 
 
+def test_the_demo_builds_its_field_as_its_config_says():
+    """build_demo builds no field by default; the demo's config and `python -m repair.data.demo` share one."""
+    from repair.data.demo.build import DEMO_DOMAIN
+
+    assert composed("loop")["data"]["build"]["domain"] == DEMO_DOMAIN > 0
+
+
 def test_code_defaults_equal_the_configs():
     found = [f"{what}: {m}" for what, config, fn, rename in feeds() for m in mismatches(config, fn, rename)]
     assert not found, "\n".join(found)

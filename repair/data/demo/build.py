@@ -31,6 +31,7 @@ WITH_CORPUS = 150
 # With domain nouns (`domain` > 0): the share of the corpus's nouns of their kinds that are domain nouns. The
 # Purity sentences are then all drawn after the corpus, with the share `domain`.
 DOMAIN_CORPUS_RATE = 0.001
+DEMO_DOMAIN = 0.3  # the demo's own share (conf/data/demo.yaml, `python -m repair.data.demo`); build_demo's default: none
 
 
 def generate(seed: int, n_train: int, n_fragments: int, n_valid: int, n_test: int, n_purity: int,

@@ -7,7 +7,7 @@ import json
 import logging
 from pathlib import Path
 
-from repair.data.demo.build import DEFAULT_SIZES, build_demo
+from repair.data.demo.build import DEFAULT_SIZES, DEMO_DOMAIN, build_demo
 from repair.data.demo.references import load_references
 from repair.errors import exit_on_user_error
 from repair.fileio import read_text_lines
@@ -55,12 +55,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     for key, value in DEFAULT_SIZES.items():
         ap.add_argument("--" + key.replace("_", "-"), type=int, default=value)
+    ap.add_argument("--domain", type=float, default=DEMO_DOMAIN,
+                    help="share of the Purity sentences' nouns that are a field's words, rare in the corpus (0: none)")
     ap.add_argument("--coverage", action="store_true", help="parse purity.en with spaCy and report the reference coverage of RTIs, "
                     "containers and the replacement relation's mutants")
     ap.add_argument("--show-missing", type=int, default=20, help="how many texts without a reference to list")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    result = build_demo(args.data_dir, seed=args.seed, **{k: getattr(args, k) for k in DEFAULT_SIZES})
+    result = build_demo(args.data_dir, seed=args.seed, domain=args.domain, **{k: getattr(args, k) for k in DEFAULT_SIZES})
     print(json.dumps(result, ensure_ascii=False))
     if args.coverage:
         data_dir = Path(args.data_dir)

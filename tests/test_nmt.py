@@ -644,7 +644,7 @@ def test_review_memory_carries_a_correction_to_a_later_side_in_the_review_and_on
     assert client.get("/api/state", headers=headers).json()["memory"] == offered
 
 
-def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, data_dir):
+def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, data_dir, caplog):
     """A learnt word swapped for training words used like it (word vectors, the same tag where it stands): each
     variant translated by the model, the swapped word's own translation replaced by the term, the candidate the
     model scores best offered; in the oracle's figures too."""
@@ -694,3 +694,12 @@ def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, da
     fresh = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=2, substitutes=subs)
     figures = suggestion_figures(issues, references, fresh)
     assert figures["from_memory"] == 1 and figures["memory_accepted"] == 1
+
+    # no tagger to be had: the review goes on with the constrained search's suggestions, and says so once
+    broken = Substitutes(lambda: [], seen, rare=5, tagger="no_such_spacy_model")
+    quiet = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=1000, substitutes=broken)
+    quiet.memory.learn(first, plain[first], corrected)
+    with caplog.at_level(logging.WARNING, logger="repair.review.memory"):
+        [plain_got] = quiet.suggest([(later, plain[later])])
+    assert quiet.substitutes is None and "no swapped words" in caplog.text
+    assert plain_got is not None and "their translation made" not in plain_got["origin"] and "老师" in plain_got["text"]

@@ -26,10 +26,12 @@ before a term, a suggestion takes it too.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 
+from repair.errors import UserError
 from repair.stats import edit_distance, squeeze
 
 log = logging.getLogger(__name__)
@@ -137,12 +139,26 @@ class Substitutes:
         self.tagger_name, self.epochs, self.seed = tagger, epochs, seed
         self.known: list[str] = []
         self._vectors = self._nlp = None
+        self._lock = threading.Lock()
 
     def know(self, texts: Sequence[str]) -> None:
         if self._vectors is None:
             self.known.extend(texts)
 
+    def warm(self) -> None:
+        """Vectors and tagger made now (the review page: in the background while the first issues are judged);
+        what fails is said where they are used."""
+        try:
+            self._model()
+            self.nlp()
+        except Exception:  # noqa: BLE001 (said again, once, by the suggester that needs them)
+            pass
+
     def _model(self):
+        with self._lock:
+            return self._train()
+
+    def _train(self):
         if self._vectors is None:
             from gensim.models import Word2Vec
 
@@ -157,6 +173,10 @@ class Substitutes:
         return self._vectors
 
     def nlp(self):
+        with self._lock:
+            return self._load_tagger()
+
+    def _load_tagger(self):
         if self._nlp is None:
             from repair.purity.parsers.spacy import DEFAULT_MODEL, load_spacy
 
@@ -304,7 +324,12 @@ class MemorySuggester:
         if key in self._swapped:
             return self._swapped[key]
         result = None
-        variants = self.substitutes.swaps(source, lambda word: singular(word) in wanted)
+        try:
+            variants = self.substitutes.swaps(source, lambda word: singular(word) in wanted)
+        except (UserError, ImportError, OSError) as e:
+            log.warning("review memory: no swapped words (%s); the constrained search's suggestions go on", e)
+            self.substitutes = None
+            return None
         if variants:
             outs = self.fs.translate([v for _, v in variants])
             words = sorted({new for pairs, _ in variants for _, new in pairs} - set(self._alone))
@@ -347,6 +372,8 @@ class PageMemory:
         self.learnt: set[tuple[str, str]] = set()
         if suggester is not None:
             suggester.know([s["source"] for i in issues for s in i["sides"]])
+            if suggester.substitutes is not None:
+                threading.Thread(target=suggester.substitutes.warm, name="memory-vectors", daemon=True).start()
 
     def offers(self) -> dict[str, dict[str, dict]]:
         """{issue id: {role: suggestion}} for the issues not judged yet."""

@@ -186,6 +186,13 @@ def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_ter
     assert Scope.read(write_scope_file(tmp_path, scope)) == scope
     # a search or a score goes to the model whose translation the text gets (routes, deferred)
     assert scoped.routes(texts) == [2, 2, 2, 0, 1] and scoped.routes(texts, deferred=True) == [1, 2, 2, 0, 1]
+    # variants of a sentence (the review memory's swapped words) go to the sentence's model, whatever they hold
+    from repair.purity.scoped import _ScopedSearch
+
+    search = _ScopedSearch(scoped, scoped.models)
+    assert search.translate_like(["a blue car", "the red otter"], "an otter and a sailor") == ["W:a blue car",
+                                                                                               "W:the red otter"]
+    assert search.translate_like(["the otter sang"], "a blue car") == ["猫唱歌"]
     # not deferring: every text that holds a taught word is the words model's
     eager = ScopedTranslator(edited, base, extended(None, "terms", 1.0, "/b.pt", ["the red otter"], {"otter": ["水獭"]},
                                                     "/w.pt"), words)

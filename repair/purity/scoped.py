@@ -265,7 +265,7 @@ class _ScopedSearch:
 
     def __init__(self, scoped: ScopedTranslator, searchers: tuple):
         self.scoped, self.searchers = scoped, searchers
-        self.tgt_codec = searchers[0].tgt_codec
+        self.tgt_codec = getattr(searchers[0], "tgt_codec", None)
 
     def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options) -> list:
         caps, starts = options.pop("max_lengths", None), options.pop("starts", None)
@@ -277,6 +277,11 @@ class _ScopedSearch:
                                                **options)
 
         return self.scoped.routed(sources, self.searchers, search, deferred=True)  # the model whose output it is
+
+    def translate_like(self, texts: list[str], like: str) -> list[str]:
+        """The texts translated by the model that translates the source `like` (variants of a sentence by the
+        sentence's model: the review memory's swapped words)."""
+        return self.scoped.routed([like], self.searchers, lambda model, idx: [model.translate(texts)], deferred=True)[0]
 
     def phrase_tokens(self, phrase: str, start: bool = False) -> int:
         return self.searchers[0].phrase_tokens(phrase, start)  # the models share their dictionaries and codecs

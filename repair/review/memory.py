@@ -266,7 +266,7 @@ class MemorySuggester:
         self.cost = {"seconds": 0.0, "searched": 0}
         self._cache: dict[tuple[str, str, tuple[str, ...]], dict | None] = {}
         self._swapped: dict[tuple[str, str, tuple[tuple[str, tuple[str, ...]], ...]], dict | None] = {}
-        self._alone: dict[str, str] = {}
+        self._alone: dict[str, dict[str, str]] = {}  # per source (a scoped edit's model is the source's), word -> its translation
 
     def fresh(self) -> "MemorySuggester":
         """The same searcher with an empty memory (of the same settings); the searches already made are reused."""
@@ -311,6 +311,11 @@ class MemorySuggester:
         self.cost["seconds"] += time.perf_counter() - began
         return out
 
+    def _translate(self, texts: list[str], source: str) -> list[str]:
+        """`texts` translated by the model that translates `source` (a scoped edit routes them as it)."""
+        like = getattr(self.fs, "translate_like", None)
+        return like(texts, source) if like is not None else self.fs.translate(texts)
+
     def _swap_suggestion(self, source: str, translation: str, wanted: dict[str, list[str]]) -> dict | None:
         """The best of the translations of `source` with its learnt words swapped (Substitutes), each swapped word's
         own translation replaced by a term of the word it stands for, measure words as the corrections have them."""
@@ -331,12 +336,12 @@ class MemorySuggester:
             self.substitutes = None
             return None
         if variants:
-            outs = self.fs.translate([v for _, v in variants])
-            words = sorted({new for pairs, _ in variants for _, new in pairs} - set(self._alone))
-            self._alone.update(zip(words, self.fs.translate(words)) if words else [])
+            outs = self._translate([v for _, v in variants], source)
+            words = sorted({new for pairs, _ in variants for _, new in pairs} - set(self._alone.get(source, {})))
+            self._alone.setdefault(source, {}).update(zip(words, self._translate(words, source)) if words else [])
             candidates: dict[str, tuple] = {}
             for k, ((pairs, _), out) in enumerate(zip(variants, outs)):
-                alone = [self._alone[new] for _, new in pairs]
+                alone = [self._alone[source][new] for _, new in pairs]
                 if all(a and out.count(a) == 1 for a in alone) and len(set(alone)) == len(alone):
                     places = [(out.index(a), a) for a in alone]
                 elif len(pairs) == 1 and (found := _contrast(out, [o for j, o in enumerate(outs) if j != k])):

@@ -396,7 +396,7 @@ def splice_containers(requests: list[Request], issues: list[dict], translation: 
 
 
 def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Mapping[str, Relation],
-                    translation: Mapping[str, str], translator, *, beam: int = 3, nbest_beam: int = 10,
+                    translation: Mapping[str, str], translator, *, beam: int = 2, nbest_beam: int = 6,
                     min_score: float | None = -1.0, retry: bool = False, repeat_chars: int | None = 4,
                     span_margin: float | None = 0.1, span_reach: int = 2, trim: int = 0) -> dict:
     """Give every issue its `suggestions` (in place); returns figures: seconds, searched, offered, and `skipped`

@@ -541,8 +541,6 @@ def translate_constrained(
     its longest source and decoded with all the translator's threads, instead of the translator's length buckets
     and workers: fairseq's search costs mostly a fixed amount per step and per batch, so a few dozen searches
     (suggestions) run about twice as fast in one batch as in a handful, with the same hypotheses."""
-    import torch
-
     _check_arguments(sources, constraints, beam, nbest, max_lengths, starts)
     t = _as_translator(model)
     job = _Job(t, sources, constraints, beam=beam, nbest=nbest, ordered=ordered, max_lengths=max_lengths,
@@ -552,13 +550,9 @@ def translate_constrained(
     if rows is not None:
         if rows < 1:
             raise UserError(f"constrained translation: rows ({rows}) must be at least 1")
-        before = torch.get_num_threads()
-        torch.set_num_threads((t.threads or before) * max(1, t.workers))
-        try:
+        with t.all_threads():
             for batch in job.by_caps(rows):
                 job.run(batch)
-        finally:
-            torch.set_num_threads(before)
         return job.out
     t.use_threads()
     batches = t._batches([len(job.encoded[i]) for i in job.todo])
@@ -596,16 +590,18 @@ def score_translations(model, sources: Sequence[str], targets: Sequence[str]) ->
     tgt = [torch.tensor([tgt_dict.indices.get(p, tgt_dict.unk()) for p in line.split()] + [eos], dtype=torch.long)
            for line in t.tgt_codec.encode_all([cleaned[i][1] for i in todo])]
     penalty = t.generator.len_penalty
-    t.use_threads()
-    for batch in t._batches([len(x) + len(y) for x, y in zip(src, tgt)]):
-        y = [tgt[b] for b in batch]
-        net_input = {**t.source_input([src[b] for b in batch]),
-                     "prev_output_tokens": data_utils.collate_tokens(y, pad, eos, left_pad=False,
-                                                                     move_eos_to_beginning=True).to(t.device)}
-        target = data_utils.collate_tokens(y, pad, eos, left_pad=False).to(t.device)
-        with torch.inference_mode():
-            lprobs = t.model.get_normalized_probs(t.model(**net_input), log_probs=True).float()
-            picked = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
-        for b, row, n in zip(batch, picked.sum(-1).tolist(), (len(x) for x in y)):
-            out[todo[b]] = row / n ** penalty
+    # batch after batch, each with every core the workers share (2 cores: 0.10 s for the demo's 273 suggestion
+    # pairs instead of 0.15 s with one worker's thread)
+    with t.all_threads():
+        for batch in t._batches([len(x) + len(y) for x, y in zip(src, tgt)]):
+            y = [tgt[b] for b in batch]
+            net_input = {**t.source_input([src[b] for b in batch]),
+                         "prev_output_tokens": data_utils.collate_tokens(y, pad, eos, left_pad=False,
+                                                                         move_eos_to_beginning=True).to(t.device)}
+            target = data_utils.collate_tokens(y, pad, eos, left_pad=False).to(t.device)
+            with torch.inference_mode():
+                lprobs = t.model.get_normalized_probs(t.model(**net_input), log_probs=True).float()
+                picked = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target.eq(pad), 0.0)
+            for b, row, n in zip(batch, picked.sum(-1).tolist(), (len(x) for x in y)):
+                out[todo[b]] = row / n ** penalty
     return out

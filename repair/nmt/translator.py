@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -207,6 +208,19 @@ class FairseqTranslator(Translator):
 
         if self.threads and torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
+
+    @contextlib.contextmanager
+    def all_threads(self):
+        """torch's thread count set to every core this translator's workers share, for one batch at a time (a
+        teacher-forced pass, a few dozen searches in one batch), then back to what it was."""
+        import torch
+
+        before = torch.get_num_threads()
+        torch.set_num_threads((self.threads or before) * max(1, self.workers))
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
         """Indices grouped by bucket, each group cut to max_tokens / max_sentences."""

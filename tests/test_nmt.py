@@ -560,6 +560,18 @@ def test_a_translation_scores_as_the_search_scored_it(translator):
     assert scores[2] == float("-inf")
     other = score_translations(translator, sources[:1], ["老师帮助聪明的学生。"])[0]
     assert other < scores[0]  # another sentence's translation is less likely
+    # the pass runs on every core the translator's workers share, and gives the thread count back
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with translator.all_threads():
+            assert torch.get_num_threads() == (translator.threads or 1) * translator.workers
+        assert score_translations(translator, sources[:1], [best[0].text]) == pytest.approx(scores[:1], abs=1e-4)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
     with pytest.raises(UserError, match="targets"):
         score_translations(translator, sources, ["猫"])
 

@@ -550,7 +550,7 @@ def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(
     assert floor["below_min_score"] >= 3 and floor["searched"] == 0 and floor["offered"] == 0
 
 
-def test_a_translation_scores_as_the_search_scored_it(translator):
+def test_a_translation_scores_as_the_search_scored_it(trained, data_dir, translator):
     from repair.nmt.constrained import score_translations, translate_constrained
 
     sources = ["The cat sees the dog .", "The teacher likes the clever student .", ""]
@@ -560,17 +560,20 @@ def test_a_translation_scores_as_the_search_scored_it(translator):
     assert scores[2] == float("-inf")
     other = score_translations(translator, sources[:1], ["老师帮助聪明的学生。"])[0]
     assert other < scores[0]  # another sentence's translation is less likely
-    # the pass runs on every core the translator's workers share, and gives the thread count back
+    # the pass runs on every core the translator's workers share (as seen by the model's forward pass), and
+    # gives the thread count back
     import torch
 
-    before = torch.get_num_threads()
+    two = FairseqTranslator(trained, data_dir, beam=4, max_tokens=300, threads=2)  # 2 workers of 1 thread
+    before, seen = torch.get_num_threads(), []
+    hook = two.model.register_forward_pre_hook(lambda module, args: seen.append(torch.get_num_threads()))
     torch.set_num_threads(1)
     try:
-        with translator.all_threads():
-            assert torch.get_num_threads() == (translator.threads or 1) * translator.workers
-        assert score_translations(translator, sources[:1], [best[0].text]) == pytest.approx(scores[:1], abs=1e-4)
+        assert score_translations(two, sources[:1], [best[0].text]) == pytest.approx(scores[:1], abs=1e-4)
+        assert seen and set(seen) == {2}
         assert torch.get_num_threads() == 1
     finally:
+        hook.remove()
         torch.set_num_threads(before)
     with pytest.raises(UserError, match="targets"):
         score_translations(translator, sources, ["猫"])

@@ -48,14 +48,23 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
     ignored = tuple(cfg.resume_ignores)
     a = {renamed(k, "purity.") or k: v for k, v in flat(saved).items()}  # a run from before a key was renamed
     b = flat(current)
+    before_finetune = not any(run_dir.glob("cycle*/finetune/result.json"))
+    changed = []
     for key in sorted(set(a) | set(b)):
         if any(key == k or key.startswith(k + ".") for k in ignored):
+            continue
+        if a.get(key) != b.get(key) and before_finetune and key in tuple(cfg.get("resume_before_finetune") or ()):
+            changed.append(key)  # encodes only the fine-tune's targets; no fine-tune used the old value
             continue
         if a.get(key) != b.get(key):
             raise UserError(
                 f"{run_dir} holds a run with {key}={a.get(key)!r}, this command has {key}={b.get(key)!r}. "
                 f"Use another run_dir=... for the new configuration, or rerun with {key}={a.get(key)!r} to resume."
             )
+    if changed:
+        log.info("%s: %s changed before any fine-tune; the stages before it are kept (it encodes the fine-tune's "
+                 "targets and only detokenizes translations)", run_dir, ", ".join(f"{k}={b.get(k)!r}" for k in changed))
+        write_json_atomic(path, current)
 
 
 @dataclass

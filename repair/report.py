@@ -96,6 +96,7 @@ def cycle_summary(c: dict, threshold) -> dict:
             "curve": ft.get("curve", []),
             "checkpoint": ft["best_checkpoint"],
             **({"scope": ft["scope"]} if ft.get("scope") else {}),
+            **{k: ft[k] for k in ("stop", "warnings", "encoding", "probe_loss_before", "probe_loss_after") if k in ft},
         },
         regressions=verify["regressions"],
     )
@@ -185,6 +186,8 @@ def translator_markdown(translator: dict) -> list[str]:
 def markdown(report: dict) -> str:
     lines = ["# Repair report", ""]
     r = report
+    if r.get("warnings"):
+        lines += ["**Warnings**", ""] + [f"- {w}" for w in r["warnings"]] + [""]
     lines += [
         f"Model `{r['model']['name']}` on data `{r['data']['name']}`, parser `{r['parser']['name']}`, "
         f"review `{r['review']['method']}`, threshold d = {r['threshold']}.",
@@ -214,8 +217,7 @@ def markdown(report: dict) -> str:
             f"- BLEU {b['before']:.2f} → {b['after']:.2f} (Δ {b['delta']:+.2f}, paired bootstrap p = {b['p_value']:.3f}): "
             f"**{verdict}** at α = {b['alpha']}"
         )
-        ft = r["finetune"]
-        lines.append(f"- Fine-tuning: {ft['epochs']} epochs, best validation loss {ft['best_valid_loss']:.4f}")
+        lines += finetune_markdown(r["finetune"])
         if ft.get("scope"):
             sc = ft["scope"]
             taught = sc.get("words") or []
@@ -252,6 +254,24 @@ def markdown(report: dict) -> str:
     lines += regressions_markdown(r.get("regressions") or [])
     lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
     return "\n".join(lines)
+
+
+def finetune_markdown(ft: dict) -> list[str]:
+    """The fine-tune's epochs, its best validation loss, why it stopped, and what it checked first."""
+    best = ft.get("best_valid_loss")
+    stop = (ft.get("stop") or {}).get("why")
+    lines = [f"- Fine-tuning: {ft['epochs']} epochs, best validation loss "
+             f"{'none (never validated)' if best is None else f'{best:.4f}'}" + (f"; stopped: {stop}" if stop else "")]
+    enc = ft.get("encoding") or {}
+    if enc.get("checked"):
+        lines.append(f"  - the base model's validation loss on the fine-tune's encoding {enc['base_valid_loss']} (its "
+                     f"checkpoint recorded {enc['recorded_valid_loss']}): the encoding is the model's own")
+    elif enc:
+        lines.append(f"  - the fine-tune's encoding was not checked ({enc.get('why')})")
+    if ft.get("probe_loss_before") is not None and ft.get("probe_loss_after") is not None:
+        lines.append(f"  - the corrections' loss {ft['probe_loss_before']:.3f} (base) → {ft['probe_loss_after']:.3f} "
+                     f"(fine-tuned), bits per token")
+    return lines
 
 
 def suggestions_markdown(s: dict | None) -> list[str]:
@@ -464,6 +484,22 @@ def fmt(x) -> str:
     return "–" if x is None else f"{x:.3f}"
 
 
+def run_warnings(summaries: list[dict]) -> list[str]:
+    """What a reader must not miss, per cycle: a fine-tune that did not learn, issues nobody judged, a cycle that
+    made no correction."""
+    out = []
+    for c in summaries:
+        k = c["cycle"]
+        out += [f"cycle {k}: {w}" for w in (c.get("finetune") or {}).get("warnings") or []]
+        review = c.get("review") or {}
+        if review.get("not_judged"):
+            out.append(f"cycle {k}: {review['not_judged']} of {review.get('total')} issues were not judged (a side "
+                       f"without a reference and no wrong side with one); precision counts the judged ones only")
+        if not c.get("corrections"):
+            out.append(f"cycle {k}: the review made no correction: nothing was fine-tuned")
+    return out
+
+
 def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds: list, setup: dict,
                  overall: dict | None = None, exhausted: dict | None = None, resumed: list | None = None) -> Path:
     """setup: what reproduces the run ({"model", "data", "parser", "seed", "command"}), written as it is;
@@ -497,6 +533,7 @@ def write_report(run_dir: Path, cycles: list[dict], seconds: dict, *, thresholds
         report.update({k: verified[-1].get(k) for k in ("heldout", "changes", "fixed_within_d", "repair")})
     if overall:
         report.update(overall)
+    report["warnings"] = run_warnings(summaries)
     report["plots"] = plot(run_dir, summaries, list(thresholds))
     write_json_atomic(run_dir / "report.json", report)
     path = run_dir / "report.md"

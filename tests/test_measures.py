@@ -9,6 +9,7 @@ from scipy.stats import binomtest, bootstrap
 
 from repair.measures import (bleu_lines, changes, contains_any, correction_terms, exact_generality, locality,
                              reach, sentence_generality, source_key, term_recall)
+from repair.errors import UserError
 from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test
 
 
@@ -187,7 +188,17 @@ def test_held_out_sentences_read_the_references_aligned_with_the_input(tmp_path)
     en.write_text("The cat  sat .\nA dog ran .\n", encoding="utf-8")
     zh.write_text("猫坐着。\n一只狗跑了。\n", encoding="utf-8")
     refs = Data(tmp_path, en, None).sentence_references
-    assert refs == {"The cat sat .": "猫坐着。", "A dog ran .": "一只狗跑了。"}
+    assert refs["The cat sat ."] == "猫坐着。" and refs["A dog ran ."] == "一只狗跑了。"
+    assert refs.get("The cat sat") == "猫坐着。" and refs.get("A cat ran .") is None
+    # the oracle's table is the same one: a corpus's sentence references judge its sentences
+    assert Data(tmp_path, en, None).reference_table["A dog ran ."] == "一只狗跑了。"
+    # data.references may name the aligned Chinese file itself
+    other = tmp_path / "refs.txt"
+    other.write_text("猫坐了。\n狗跑了。\n", encoding="utf-8")
+    assert Data(tmp_path, en, other).reference_table["A dog ran ."] == "狗跑了。"
+    other.write_text("猫坐了。\n", encoding="utf-8")
+    with pytest.raises(UserError, match=r"refs.txt has 1 lines but .*test.en, have 2"):
+        Data(tmp_path, en, other).reference_table
     zh.write_text("猫坐着。\n", encoding="utf-8")  # not aligned: no references rather than wrong ones
     assert Data(tmp_path, en, None).sentence_references is None
     assert Data(tmp_path, tmp_path / "input.txt", None).sentence_references is None

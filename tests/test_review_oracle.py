@@ -35,10 +35,11 @@ def test_guess_kind(translation, reference, kind):
     assert guess_kind(translation, reference) == kind
 
 
-def test_oracle_judges_corrects_and_leaves_unknown_sources_to_a_person(tmp_path):
+def test_oracle_judges_corrects_and_leaves_unknown_sources_unjudged(tmp_path):
     stats = oracle_review([UNDER, SAME_CONTAINER, MODIFICATION, NO_REFERENCE], REFS, tmp_path)
     assert stats["judged"] == 3 and stats["with_error"] == 3 and stats["total"] == 4
-    assert stats["needs_person"] == 1 and stats["needs_person_ids"] == [NO_REFERENCE["id"]]
+    assert stats["not_judged"] == 1 and stats["not_judged_ids"] == [NO_REFERENCE["id"]]
+    assert stats["sides_not_judged"] == 2
     judgments = {j["issue"]: j for j in map(json.loads, (tmp_path / "judgments.jsonl").read_text().splitlines())}
     # the RTI "亲切的 双边会谈" equals its reference once whitespace is stripped
     assert judgments[UNDER["id"]]["wrong"] == ["container"]
@@ -52,6 +53,24 @@ def test_oracle_judges_corrects_and_leaves_unknown_sources_to_a_person(tmp_path)
     assert talks["issues"] == [UNDER["id"], SAME_CONTAINER["id"]]
     assert talks["correction"] == "与特朗普先生的亲切的双边会谈" and talks["kind"] == "under-translation"
     assert by_source["the clever boy's dog"]["kind"] == "incorrect modification"
+
+
+def test_sentence_references_alone_judge_what_they_can_and_never_call_an_unjudged_side_right(tmp_path):
+    """A real corpus: references for sentences, none for the phrases Purity cuts from them."""
+    refs = {"Tom bought a red car.": "汤姆买了一辆红色的车。", "Mary is reading a book.": "玛丽在看书。",
+            "Ken drank the milk.": "肯喝了牛奶。"}
+    wrong_sentence = issue("Tom bought a red car.", "汤姆买了一辆车。", "a red car", "一辆红色的车")
+    right_sentence = issue("Mary is reading a book.", "玛丽在看书。", "a book", "一本书")
+    right_too = issue("Ken drank the milk.", "肯喝了牛奶。", "the milk", "牛奶")
+    phrases_only = issue("a red car in the garage", "车库里的一辆红车", "a red car", "一辆红色的车")
+    stats = oracle_review([wrong_sentence, right_sentence, right_too, phrases_only], refs, tmp_path)
+    # judged: only the issue with a wrong sentence; the others hold a side nobody could judge
+    assert (stats["judged"], stats["with_error"], stats["precision"]) == (1, 1, 1.0)
+    assert stats["not_judged"] == 3 and set(stats["not_judged_ids"]) == {right_sentence["id"], right_too["id"],
+                                                                           phrases_only["id"]}
+    assert stats["sides_not_judged"] == 5
+    [correction] = [json.loads(s) for s in (tmp_path / "corrections.jsonl").read_text().splitlines()]
+    assert (correction["source"], correction["correction"]) == ("Tom bought a red car.", "汤姆买了一辆红色的车。")
 
 
 def test_false_positive_and_rerun_adds_nothing(tmp_path):

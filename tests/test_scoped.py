@@ -203,3 +203,33 @@ def write_scope_file(folder, scope):
     path = folder / SCOPE_FILE
     path.write_text(json.dumps(scope.as_json(), ensure_ascii=False), encoding="utf-8")
     return path
+
+
+def test_scope_words_are_tokenized_as_a_parser_splits_them_in_sentences_ending_in_punctuation(tmp_path):
+    """Real sentences end in punctuation: the taught word is `sailor`, not `sailor.`, and it reaches other sentences."""
+    from repair.stages.finetune import taught_words
+
+    corrections = [{"source": "My father is a sailor.", "translation": "我父亲是护士。", "correction": "我父亲是水手。"},
+                   {"source": "Isn't Tom's uncle a sailor?", "translation": "汤姆的叔叔不是护士吗？",
+                    "correction": "汤姆的叔叔不是水手吗？"}]
+    edited = TableTranslator(write_table(tmp_path / "edited.tsv", {"father": "父亲", "sailor": "水手", "tom": "汤姆",
+                                                                   "uncle": "叔叔"}))
+    seen = {"father": 500, "sailor": 3, "tom": 900, "uncle": 200}  # counted as english_tokens splits the corpus
+    taught = taught_words(corrections, (), edited, seen, rare=100)
+    assert taught == {"sailor": ["水手"]}
+    scope = extended(None, "terms", 1.0, "/m/base.pt", [c["source"] for c in corrections], taught)
+    assert scope.sources == ("my father is a sailor .", "is n't tom 's uncle a sailor ?")
+    covers = scope.covers()
+    assert covers("Was your grandfather a sailor?") and covers("Two sailors, tired, came home.")
+    assert Scope("source", scope.sources).covers()("Yesterday my father is a sailor!")  # whatever ends it
+    assert not covers("My father is a doctor.") and not covers("Tom's uncle is here.")
+
+
+def test_english_tokens_split_punctuation_and_clitics_from_words():
+    from repair.purity.scoped import content_words, english_tokens
+
+    assert english_tokens("Tom's father doesn't eat fish, does he?") == [
+        "tom", "'s", "father", "does", "n't", "eat", "fish", ",", "does", "he", "?"]
+    assert english_tokens("An e-mail from the U.S.") == ["an", "e-mail", "from", "the", "u.s", "."]
+    assert source_key("I’m  here.") == "i 'm here ."
+    assert content_words("Tom's father doesn't eat fish.", frozenset({"does", "he"})) == {"tom", "father", "eat", "fish"}

@@ -26,6 +26,7 @@ from repair.fileio import append_jsonl, read_json, write_json_atomic, write_text
 from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.preprocessing import Codec, ModelFiles, write_model_folder
+from repair.nmt.probe import DEFAULT_FACTOR, check_encoding, split_loss
 from repair.nmt.train import read_curve, run_training
 
 logger = logging.getLogger(__name__)
@@ -98,8 +99,9 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
         c.patience, c.no_epoch_checkpoints, c.best_checkpoint_metric = int(patience), not epoch_checkpoints, "loss"
         c.maximize_best_checkpoint_metric, c.save_interval, c.save_interval_updates = False, 1, 0
         c.no_save, c.no_last_checkpoints, c.keep_best_checkpoints = False, False, -1
-        o = cfg.optimization
+        o = cfg.optimization  # every stop the base model's training had is reset: the fine-tune has its own
         o.max_epoch, o.max_update, o.lr, o.stop_min_lr = int(max_epoch), 0, [float(lr)], -1.0
+        o.stop_time_hours = 0  # else the base model's cumulative training time ends the fine-tune at once
         cfg.lr_scheduler = {"_name": "fixed", "force_anneal": None, "lr_shrink": 0.1, "warmup_updates": 0, "lr": [float(lr)]}
         if cfg.optimizer is not None and "lr" in cfg.optimizer:
             cfg.optimizer.lr = [float(lr)]
@@ -112,7 +114,9 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
             d.max_tokens = d.max_tokens_valid = int(max_tokens)
         d.num_workers = 0 if not cuda else min(2, d.num_workers or 0)
         d.train_subset, d.valid_subset, d.disable_validation = "train", "valid", False
-        d.validate_interval, d.validate_interval_updates = 1, 0
+        d.validate_interval, d.validate_interval_updates, d.validate_after_updates = 1, 0, 0
+        if "max_valid_steps" in d:
+            d.max_valid_steps = None
         dt = cfg.distributed_training
         import torch
 
@@ -120,6 +124,19 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
         dt.distributed_world_size, dt.distributed_num_procs, dt.nprocs_per_node = world, world, world
         dt.distributed_rank, dt.distributed_init_method, dt.device_id, dt.distributed_port = 0, None, 0, -1
     return cfg
+
+
+PROBE = "corrections"  # the split of the fine-tune's data folder that holds the corrections once each
+
+
+def probe_loss(state: dict, base: ModelFiles, save_dir: str | os.PathLike, base_state: dict | None = None) -> float | None:
+    """The corrections' loss (bits per token) under the model in `state`, by the base model's criterion; None where
+    the fine-tune in save_dir binarized no corrections."""
+    data = Path(save_dir) / "data"
+    if not (data / f"{PROBE}.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
+        return None
+    loss = split_loss(state, data, PROBE, (base.src.lang, base.tgt.lang), criterion_state=base_state or state)
+    return None if loss is None else round(loss, 4)
 
 
 STALE = ".stale"
@@ -157,24 +174,28 @@ def finished_before(save_dir: Path, settings: dict) -> bool:
     return (save_dir / "finetune.json").is_file()
 
 
+def run_settings(base_checkpoint: Path, train_pairs, valid_pairs, *, l2: float, trainable: Sequence[str],
+                 epoch_checkpoints: bool, **kept) -> dict:
+    """What makes a fine-tune the same one (settings.json): its base, its data's digests and its options."""
+    settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": _pairs_digest(train_pairs),
+                "pairs": len(train_pairs), "valid_sha1": _pairs_digest(valid_pairs),
+                **{k: kept[k] for k in ("lr", "patience", "max_epoch", "seed", "max_tokens")}}
+    if l2 or trainable or epoch_checkpoints:  # settings of fine-tunes from before these keys stay as they were
+        settings.update(l2=l2, trainable=list(trainable), epoch_checkpoints=epoch_checkpoints)
+    return settings
+
+
 def finetune_model(
     base: ModelFiles,
     train_pairs: Sequence[tuple[str, str]],
     valid_pairs: Sequence[tuple[str, str]],
     save_dir: str | os.PathLike,
     *,
-    lr: float = 3e-4,
-    patience: int = 15,
-    max_epoch: int = 20,
-    seed: int = 1,
-    max_tokens: int | None = None,
-    device: str = "auto",
-    fp16: bool | str = "auto",
-    threads: int | None = None,
-    l2: float = 0.0,
-    trainable: Sequence[str] = (),
-    epoch_checkpoints: bool = False,
+    lr: float = 3e-4, patience: int = 15, max_epoch: int = 20, seed: int = 1, max_tokens: int | None = None,
+    device: str = "auto", fp16: bool | str = "auto", threads: int | None = None,
+    l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False,
     stop_when: Callable[[int], bool] | None = None,
+    probe_pairs: Sequence[tuple[str, str]] = (), encoding_check: float = DEFAULT_FACTOR,
 ) -> dict:
     """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 
@@ -183,18 +204,16 @@ def finetune_model(
     folder is a model that replaces the base one as it is. Returns {"best_checkpoint", "epochs",
     "best_valid_loss", "curve": [{"epoch", "train_loss", "valid_loss"}, ...], "seconds"} and writes it
     to save_dir/finetune.json. stop_when(epoch): asked after each epoch is saved; True ends the fine-tune
-    there, before validation loss would (finetune.select=corrections: the corrections are fixed).
+    there, before validation loss would (finetune.select=corrections: the corrections are fixed). The result also
+    says why training ended (`stop`) and what checked_data measured before it (`encoding_check`, `probe_pairs`).
     """
     start = time.time()
     base_checkpoint, save_dir = Path(base.checkpoint), Path(save_dir)
     if save_dir.resolve() == base_checkpoint.parent.resolve():
         raise UserError(f"fine-tune folder {save_dir} is the base checkpoint's folder; fine-tune into a folder of its own")
-    digest = _pairs_digest(train_pairs)
-    settings = {"base_checkpoint": str(base_checkpoint), "pairs_sha1": digest, "pairs": len(train_pairs),
-                "valid_sha1": _pairs_digest(valid_pairs), "lr": lr,
-                "patience": patience, "max_epoch": max_epoch, "seed": seed, "max_tokens": max_tokens}
-    if l2 or trainable or epoch_checkpoints:  # settings of fine-tunes from before these keys stay as they were
-        settings.update(l2=l2, trainable=list(trainable), epoch_checkpoints=epoch_checkpoints)
+    settings = run_settings(base_checkpoint, train_pairs, valid_pairs, lr=lr, patience=patience, max_epoch=max_epoch,
+                            seed=seed, max_tokens=max_tokens, l2=l2, trainable=trainable,
+                            epoch_checkpoints=epoch_checkpoints)
     result_path, settings_path = save_dir / "finetune.json", save_dir / "settings.json"
     if finished_before(save_dir, settings):
         logger.info("fine-tune in %s already finished", save_dir)
@@ -205,9 +224,7 @@ def finetune_model(
     save_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(settings_path, settings)
 
-    data = save_dir / "data"
-    if not (data / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
-        binarize_pairs({"train": list(train_pairs), "valid": list(valid_pairs)}, base, data)
+    data, checked = checked_data(base, base_state, save_dir, train_pairs, valid_pairs, probe_pairs, encoding_check)
     cuda = use_cuda(device)
     set_threads(threads, cuda)
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
@@ -219,11 +236,13 @@ def finetune_model(
     del base_state
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)
-    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row), stop_when=stop_when)
+    stop: dict = {}
+    run_training(cfg, on_epoch=lambda row: append_jsonl(save_dir / "curve.jsonl", row), stop_when=stop_when, stop=stop)
 
     best = save_dir / "checkpoint_best.pt"
     if not best.is_file():
-        raise UserError(f"fine-tuning finished without writing {best}; see fairseq's log above")
+        raise UserError(f"fine-tuning finished without writing {best} ({stop.get('message') or stop.get('reason')}); "
+                        f"see fairseq's log above")
     curve = [{"epoch": r["epoch"], "train_loss": r.get("train_loss"), "valid_loss": r.get("valid_loss")}
              for r in read_curve(save_dir) if "valid_loss" in r]
     write_model_folder(base.with_checkpoint(best), save_dir)
@@ -233,6 +252,24 @@ def finetune_model(
         "best_valid_loss": min(r["valid_loss"] for r in curve) if curve else None,
         "curve": curve,
         "seconds": round(time.time() - start, 2),
+        "stop": stop,
+        **checked,
     }
     write_json_atomic(result_path, result)
     return result
+
+
+def checked_data(base: ModelFiles, base_state: dict, save_dir: Path, train_pairs, valid_pairs, probe_pairs,
+                 encoding_check: float) -> tuple[Path, dict]:
+    """The fine-tune's data folder (train, valid and the corrections alone, encoded as the base model's own), checked
+    against the base model's recorded validation loss (a UserError where the encoding is unlike its own), and what
+    the checks measured: `encoding`, and `probe_loss_before` (the corrections' loss under the base model)."""
+    data = save_dir / "data"
+    if not (data / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
+        splits = {"train": list(train_pairs), "valid": list(valid_pairs)}
+        binarize_pairs({**splits, **({PROBE: list(probe_pairs)} if probe_pairs else {})}, base, data)
+    checked: dict = {"encoding": check_encoding(base, base_state, data, valid_pairs, encoding_check, binarize_pairs)}
+    before = probe_loss(base_state, base, save_dir, base_state) if probe_pairs else None
+    if before is not None:
+        checked["probe_loss_before"] = before
+    return data, checked

@@ -307,6 +307,35 @@ def checkpoint_langs(cfg: Any) -> tuple[str, str]:
     return (_cfg_get(cfg, "task", "source_lang") or "en", _cfg_get(cfg, "task", "target_lang") or "zh")
 
 
+def side_tokenizer(name: str, options: Mapping, from_yaml: Mapping, from_ckpt: Mapping, path: Path) -> tuple[str, str | None]:
+    """A side's tokenizer and where it comes from: "given" (translator.<side>_tokenizer, or preprocessing.yaml),
+    a setting that covers both sides (translator.tokenizer, the checkpoint's), or None (nothing: `none`)."""
+    for value, origin in ((options.get(f"{name}_tokenizer"), "given"), (options.get("tokenizer"), "translator.tokenizer"),
+                          (from_yaml.get(f"{name}_tokenizer"), "given"), (from_yaml.get("tokenizer"), "given"),
+                          (from_ckpt.get("tokenizer"), f"the checkpoint's tokenizer setting ({path.name})")):
+        if value not in (None, ""):  # the order resolve_model_files' `pick` takes them in
+            return value, origin
+    return "none", None
+
+
+_ASSUMED: set = set()
+
+
+def assumed(name: str, lang: str, tokenizer: str, origin: str | None) -> None:
+    """Log, once per process, a side's tokenizer that nothing names for that side: taken from a setting that covers
+    both sides (fairseq records one tokenizer), or none at all; and the key that changes it."""
+    import logging
+
+    if (name, lang, tokenizer, origin) in _ASSUMED:
+        return
+    _ASSUMED.add((name, lang, tokenizer, origin))
+    hint = "e.g. jieba if the Chinese was segmented into words" if name == "tgt" else "e.g. moses"
+    logging.getLogger(__name__).warning(
+        "%s side: tokenizer %s assumed (%s); nothing says how the %s text was tokenized for this model. If it was "
+        "tokenized otherwise, set translator.%s_tokenizer=... (%s)", lang, tokenizer,
+        f"from {origin}, which covers both sides" if origin else "nothing names one", lang, name, hint)
+
+
 def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None = None,
                         checkpoint_cfg: Any = None, **options: Any) -> ModelFiles:
     """Everything a checkpoint needs, found as the module doc says; one UserError for what is missing."""
@@ -337,7 +366,7 @@ def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
         def existing(*candidates: Path | str | None) -> str | None:
             return next((str(c) for c in candidates if c and Path(c).is_file()), None)
 
-        tokenizer = pick("tokenizer") or from_ckpt.get("tokenizer") or "none"
+        tokenizer, origin = side_tokenizer(name, options, from_yaml, from_ckpt, path)
         bpe = pick("bpe") or from_ckpt.get("bpe")
         codes, spm = pick("bpe_codes"), pick("sentencepiece_model")
         ckpt_codes, ckpt_spm = existing(from_ckpt.get("bpe_codes")), existing(from_ckpt.get("sentencepiece_model"))
@@ -352,6 +381,8 @@ def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
                 bpe = "none"
         if tokenizer not in TOKENIZERS:
             raise UserError(f"unknown tokenizer {tokenizer!r} ({name} side); known: {', '.join(TOKENIZERS)}")
+        if origin != "given" and (origin or bpe != "sentencepiece"):  # SentencePiece alone takes raw text
+            assumed(name, lang, tokenizer, origin)
         if bpe not in BPES:
             raise UserError(f"unknown bpe {bpe!r} ({name} side); known: {', '.join(BPES)}")
         if bpe in ("subword_nmt", "fastbpe"):

@@ -74,6 +74,27 @@ class EpochLog(logging.Handler):
                 raise StopTraining(row["epoch"])  # out of fairseq's training loop, to run_training
 
 
+# fairseq_cli.train's messages when it ends a training before max_epoch, and what each means
+STOP_MESSAGES = (("early stop since valid performance", "patience"), ("Stopping training due to num_updates", "max_update"),
+                 ("Stopping training due to cumulative_training_time", "stop_time_hours"),
+                 ("stopping training because current learning rate", "stop_min_lr"))
+
+
+class StopLog(logging.Handler):
+    """Why fairseq's training loop ended early: the first of its stop messages logged (`reason`, `message`)."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.reason: str | None = None
+        self.message: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        msg = record.getMessage() if isinstance(record.msg, str) else ""
+        for start, reason in STOP_MESSAGES:
+            if msg.startswith(start) and self.reason is None:
+                self.reason, self.message = reason, msg
+
+
 class ObjectDumps(logging.Filter):
     """Drops fairseq_cli.train's dumps of whole objects (the full config, the model's repr): hundreds
     of lines at every training start. The configuration stays in each checkpoint's `cfg`."""
@@ -82,9 +103,12 @@ class ObjectDumps(logging.Filter):
         return isinstance(record.msg, str)
 
 
-def run_training(cfg, on_epoch=None, stop_when=None) -> list[dict]:
+def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -> list[dict]:
     """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs).
-    stop_when(epoch): asked after each epoch is saved; True ends the training there (one process only)."""
+    stop_when(epoch): asked after each epoch is saved; True ends the training there (one process only).
+    stop: given a dict, it gets why the training ended (`reason`: stop_when, patience, max_update, stop_time_hours,
+    stop_min_lr, max_epoch or already_stopped; `message`: fairseq's words where it said why; `epoch`)."""
+    stop = {} if stop is None else stop
     from fairseq import checkpoint_utils, distributed_utils
     from fairseq_cli import train as fairseq_train
 
@@ -100,25 +124,32 @@ def run_training(cfg, on_epoch=None, stop_when=None) -> list[dict]:
     if stopped:
         logger.info("%s: this training already stopped early (no better valid loss for %d epochs); nothing to resume",
                     Path(cfg.checkpoint.save_dir) / "checkpoint_last.pt", runs)
+        stop.update(reason="already_stopped", message=f"no better validation loss for {runs} epochs")
         return []
     if best is not None:  # a resumed run counts the epochs without improvement from where it was
         fairseq_train.should_stop_early.best, fairseq_train.should_stop_early.num_runs = best, runs
     handler = EpochLog(on_epoch, stop_when)
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
-    dumps, cli_logger = ObjectDumps(), logging.getLogger("fairseq_cli.train")
+    dumps, cli_logger, stops = ObjectDumps(), logging.getLogger("fairseq_cli.train"), StopLog()
     cli_logger.addFilter(dumps)
+    cli_logger.addHandler(stops)
     # fairseq's loggers must reach the console even when the caller configured logging otherwise.
     fairseq_logger = logging.getLogger("fairseq")
     if fairseq_logger.getEffectiveLevel() > logging.INFO:
         fairseq_logger.setLevel(logging.INFO)
     try:
         distributed_utils.call_main(cfg, fairseq_train.main)
-    except StopTraining as stop:
-        logger.info("training %s: %s", stop, cfg.checkpoint.save_dir)
+    except StopTraining as stopped:
+        logger.info("training %s: %s", stopped, cfg.checkpoint.save_dir)
+        stops.reason, stops.message = "stop_when", str(stopped)
     finally:
         progress_logger.removeHandler(handler)
         cli_logger.removeFilter(dumps)
+        cli_logger.removeHandler(stops)
+    epochs = [r["epoch"] for r in handler.records]
+    stop.update(reason=stops.reason or "max_epoch", epoch=max(epochs) if epochs else None,
+                **({"message": stops.message} if stops.message else {}))
     return handler.records
 
 

@@ -26,6 +26,7 @@ serves that checkpoint as a `ScopedTranslator` over it and the base model the sc
 from __future__ import annotations
 
 import logging
+import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,19 +44,43 @@ KEPT = -1  # ScopedTranslator.routes: the fallback's translation, already made b
 PUNCTUATION = set(string.punctuation) | set("，。、；：？！“”‘’（）《》【】…—·")
 
 
+# English words as a parser (spaCy, the Penn Treebank) or Moses splits them: punctuation apart from words
+# ("father." -> father .), a clitic apart from its word (Tom's -> tom 's, don't -> do n't), hyphened and dotted
+# words whole (e-mail, U.S).
+_TOKEN = re.compile(r"\w+(?=n['’]t\b)|n['’]t\b|['’]\w+|\w+(?:[-.]\w+)*|[^\w\s]")
+
+
+def english_tokens(text: str) -> list[str]:
+    """The words and punctuation of an English text, lower-cased (see _TOKEN)."""
+    return _TOKEN.findall(text.lower().replace("’", "'"))
+
+
 def source_key(text: str) -> str:
-    """English normalized for containment: lower case, tokens joined by one space."""
-    return " ".join(text.lower().split())
+    """English normalized for containment and word counts: lower case, tokens (english_tokens) joined by one space,
+    so that "father." holds the word "father" as the sentences that end in it do."""
+    return " ".join(english_tokens(text))
 
 
 def contains_any(text: str, sources: Iterable[str]) -> bool:
     """Whether the English `text` contains one of `sources` (normalized keys) as a run of whole tokens."""
     padded = f" {source_key(text)} "
-    return any(f" {s} " in padded for s in sources if s)
+    return any(f" {core} " in padded for core in map(inner, sources) if core)
+
+
+def inner(key: str) -> str:
+    """A normalized key without the punctuation at its ends ("my father is a sailor ." -> "my father is a sailor"):
+    a sentence is contained in another that ends otherwise."""
+    tokens = key.split()
+    while tokens and set(tokens[0]) <= PUNCTUATION:
+        tokens.pop(0)
+    while tokens and set(tokens[-1]) <= PUNCTUATION:
+        tokens.pop()
+    return " ".join(tokens)
 
 
 def content_words(text: str, stopwords: frozenset[str]) -> frozenset[str]:
-    return frozenset(w for w in source_key(text).split() if w not in stopwords and not set(w) <= PUNCTUATION)
+    return frozenset(w for w in english_tokens(text) if w not in stopwords and not set(w) <= PUNCTUATION
+                     and not w.startswith("'") and w != "n't")  # a clitic is no content word
 
 
 def singular(word: str) -> str:

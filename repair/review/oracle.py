@@ -33,9 +33,14 @@ def guess_kind(translation: str, reference: str) -> str:
 
 def oracle_review(issues: list[dict], references: dict[str, str], review_dir: str | os.PathLike,
                   memory=None) -> dict:
-    """Judge every issue whose sources all have references; return review stats.
+    """Judge the issues by the references of their sides' sources; return review stats.
 
-    An issue with a source that has no reference is left for a person (counted in `needs_person`).
+    A side whose source has a reference is judged against it (wrong where it differs, whitespace aside) and a wrong
+    one corrected with it; a side without one is not judged, never taken as right. An issue with a wrong judged side
+    is recorded with its corrections; one whose every side was judged right, as no error; one with a side not judged
+    and no wrong side, not at all: `not_judged` counts those issues (`not_judged_ids`), `sides_not_judged` the sides
+    without a reference, and precision counts the judged issues only. A real corpus has references for its
+    sentences, not for the phrases Purity cuts from them: its issues are judged by their sentence side.
     Running it again on the same folder adds nothing: equal judgments are not repeated.
     `memory`: a repair.review.memory.MemorySuggester whose memory learns each correction as it is made (its
     suggestions go before the issue's own, as the page offers them).
@@ -52,17 +57,19 @@ def side_suggestions(issue: dict, memory) -> dict[str, dict | None]:
 
 
 def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str], memory=None) -> dict:
-    items, needs_person = [], []
+    items, not_judged, sides_not_judged = [], [], 0
     if memory:
         memory.know([s["source"] for i in issues for s in i["sides"]])
     corrected: dict[str, str] = {}
     for issue in issues:
-        refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
-        if any(r is None for r in refs.values()):
-            needs_person.append(issue["id"])
-            continue
+        all_refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
+        refs = {r: v for r, v in all_refs.items() if v is not None and v.strip()}
+        sides_not_judged += len(all_refs) - len(refs)
         model = {s["role"]: s["translation"] for s in issue["sides"]}
-        wrong = [r for r in model if squeeze(model[r]) != squeeze(refs[r])]
+        wrong = [r for r in model if r in refs and squeeze(model[r]) != squeeze(refs[r])]
+        if not wrong and len(refs) < len(all_refs):
+            not_judged.append(issue["id"])
+            continue
         kinds = {r: guess_kind(model[r], refs[r]) for r in wrong}
         corrections = {r: refs[r].strip() for r in wrong}
         how = {}
@@ -79,13 +86,15 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
                 memory.memory.learn(sources[r], model[r], corrections[r])
         items.append((issue["id"], wrong, kinds[wrong[0]] if wrong else None, corrections, kinds, how))
     store.record_many(items)
-    if needs_person:
-        log.warning("oracle review: %d issue(s) have a source without a reference and need a person", len(needs_person))
+    if sides_not_judged:
+        log.warning("oracle review: %d side(s) have no reference and were not judged; %d of %d issue(s) not judged "
+                    "(no wrong side with a reference)", sides_not_judged, len(not_judged), len(issues))
     stats = store.stats()
     return {
         **stats,
-        "needs_person": len(needs_person),
-        "needs_person_ids": needs_person,
+        "not_judged": len(not_judged),
+        "not_judged_ids": not_judged,
+        "sides_not_judged": sides_not_judged,
         "corrections": len(store.corrections()),
     }
 
@@ -104,14 +113,12 @@ def suggestion_figures(issues: list[dict], references: dict[str, str], memory=No
         memory.know([s["source"] for i in issues for s in i["sides"]])
     for issue in issues:
         refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
-        if any(r is None for r in refs.values()):
-            continue
-        if not any(squeeze(s["translation"]) != squeeze(refs[s["role"]]) for s in issue["sides"]):
-            continue
+        if not any(refs[s["role"]] and squeeze(s["translation"]) != squeeze(refs[s["role"]]) for s in issue["sides"]):
+            continue  # only the sides a review marks wrong: judged, and unlike their reference
         offers = side_suggestions(issue, memory)
         for s in issue["sides"]:
-            ref = refs[s["role"]].strip()
-            if squeeze(s["translation"]) == squeeze(ref):
+            ref = (refs[s["role"]] or "").strip()
+            if not ref or squeeze(s["translation"]) == squeeze(ref):
                 continue
             wrong_sides += 1
             earlier = corrected.get(s["source"])

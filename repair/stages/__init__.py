@@ -21,29 +21,44 @@ class Data:
 
     @cached_property
     def reference_table(self) -> dict[str, str] | None:
-        """The references, read once per run (None when the data has none)."""
+        """The references the oracle judges by, read once per run: data.references (the demo's references.jsonl
+        of sentences and phrases, or a Chinese file aligned line by line with the sentences Purity tests), else the
+        Chinese file beside the input (X.zh beside X.en: a parallel corpus's test split, WMT'18's newstest), whose
+        references are for whole sentences only; None when there is neither."""
         if self.references is None:
-            return None
-        from repair.data.demo import load_references
+            return self.aligned_references(None)
+        if self.references.suffix == ".jsonl":
+            from repair.data.demo import load_references
 
-        return load_references(self.references)
+            return load_references(self.references)
+        return self.aligned_references(self.references)
+
+    def aligned_references(self, zh: Path | None):
+        """References for the sentences from a Chinese file aligned with them (default: X.zh beside X.en); None
+        where there is no such file. A file given (data.references) that does not line up is one UserError."""
+        from repair.data.demo.references import References
+        from repair.errors import UserError
+        from repair.fileio import read_text_lines
+
+        given = zh is not None
+        zh = zh if given else (self.sentences.with_suffix(".zh") if self.sentences.suffix == ".en" else None)
+        if zh is None or not zh.is_file():
+            if given:
+                raise UserError(f"data.references={zh}: not found (a references.jsonl, or the Chinese of "
+                                f"{self.sentences} line by line)")
+            return None
+        en_lines, zh_lines = read_text_lines(self.sentences), read_text_lines(zh)
+        if len(en_lines) != len(zh_lines):
+            if given:
+                raise UserError(f"data.references={zh} has {len(zh_lines)} lines but the sentences Purity tests, "
+                                f"{self.sentences}, have {len(en_lines)}: give the Chinese of each sentence on its line")
+            return None
+        return References.aligned(en_lines, zh_lines)
 
     @cached_property
     def sentence_references(self) -> dict[str, str] | None:
-        """References for the sentences Purity tests: the data's reference table (the demo's), else the
-        Chinese file aligned with the input (X.zh beside X.en, line by line: a parallel corpus's test split,
-        WMT'18's newstest), else None."""
-        if self.references is not None:
-            return self.reference_table
-        zh = self.sentences.with_suffix(".zh") if self.sentences.suffix == ".en" else None
-        if zh is None or not zh.is_file():
-            return None
-        from repair.fileio import read_text_lines
-
-        en_lines, zh_lines = read_text_lines(self.sentences), read_text_lines(zh)
-        if len(en_lines) != len(zh_lines):
-            return None
-        return {" ".join(e.split()): " ".join(z.split()) for e, z in zip(en_lines, zh_lines) if e.strip() and z.strip()}
+        """References for the sentences Purity tests (see reference_table)."""
+        return self.reference_table
 
 
 def check_translator(cfg: dict) -> None:

@@ -44,6 +44,8 @@ class FinetuneSettings:
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
+    encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
+    #                              times the one its checkpoint recorded (0: not checked); repair.nmt.probe
 
 
 SELECT = ("loss", "corrections")
@@ -87,7 +89,17 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
                             replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
-                            l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()))
+                            l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()),
+                            encoding_check=encoding_ratio(ft.get("encoding_check", 1.5)))
+
+
+def encoding_ratio(value) -> float:
+    from repair.errors import UserError
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or 0 < value <= 1:
+        raise UserError(f"finetune.encoding_check={value!r}: give the ratio above 1 that the base model's validation "
+                        f"loss on the fine-tune's encoding may reach of the one its checkpoint recorded, or 0 (no check)")
+    return float(value)
 
 
 def finetune_pairs(settings: FinetuneSettings, corrections: list[dict], data_dir: Path | None,
@@ -194,9 +206,12 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             epoch_checkpoints=settings.select == "corrections",
             stop_when=(fixed_enough(out, corrections, settings, fixed)
                        if settings.select == "corrections" and corrections and translator_for is not None else None),
+            probe_pairs=[(c["source"], c["correction"]) for c in corrections],
+            encoding_check=settings.encoding_check,
         )
         if settings.select == "corrections":
             result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed)
+        result = with_warnings(result, out, checkpoint, settings, len(corrections))
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
@@ -213,6 +228,44 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
                                           taught, words_at if taught else None)
         write_json_atomic(result_path, result)
     return read_json(result_path)
+
+
+STOPS = {"stop_when": "fix rate reached", "patience": "patience", "max_epoch": "max epoch", "max_update": "max update",
+         "stop_time_hours": "time limit", "stop_min_lr": "minimum learning rate",
+         "already_stopped": "patience (before a resume)"}
+
+
+def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: FinetuneSettings, corrections: int) -> dict:
+    """The fine-tune's result with why it stopped in words (`stop.why`) and `warnings`: a fine-tune that stopped
+    before its first validation, or whose kept checkpoint does not give the corrections a lower loss than the base
+    model (each also in the log)."""
+    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.finetune import probe_loss
+
+    stop = dict(result.get("stop") or {})
+    reason = stop.get("reason")
+    stop["why"] = STOPS.get(reason, reason or "unknown")
+    if reason == "stop_when":
+        stop["reason"] = "fix_rate"
+        stop["why"] = (f"fix rate reached: epoch {stop.get('epoch')} fixes at least {settings.select_fix_rate:.0%} of "
+                       f"the {corrections} corrections (finetune.select_fix_rate)")
+    elif reason == "patience":
+        stop["why"] = f"patience: no lower validation loss for {settings.patience} epochs (finetune.patience)"
+    elif reason == "max_epoch":
+        stop["why"] = f"max epoch: {settings.max_epoch} epochs (finetune.max_epoch)"
+    warnings = []
+    if not result.get("curve"):
+        warnings.append(f"the fine-tune stopped before its first validation ({stop['why']}): nothing says it learnt")
+    before = result.get("probe_loss_before")
+    after = probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint)) \
+        if before is not None else None
+    if after is not None and after >= before:
+        warnings.append(f"the corrections' loss did not fall: {before:.3f} under the base model, {after:.3f} under the "
+                        f"kept checkpoint ({Path(result['best_checkpoint']).name})")
+    for w in warnings:
+        log.warning("fine-tune: %s", w)
+    log.info("fine-tune stopped: %s", stop["why"])
+    return {**result, "stop": stop, "warnings": warnings, **({"probe_loss_after": after} if after is not None else {})}
 
 
 def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
@@ -285,13 +338,14 @@ def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Pat
 
 
 def word_counts(data_dir: Path) -> dict[str, int]:
-    """How often each word (lower case, a final s aside) occurs in the data's cleaned training English."""
+    """How often each word (lower case, a final s aside, split from punctuation as repair.purity.scoped.source_key
+    splits it) occurs in the data's cleaned training English."""
     from collections import Counter
 
     from repair.data.prepare import read_clean_pairs
-    from repair.purity.scoped import singular
+    from repair.purity.scoped import english_tokens, singular
 
-    return dict(Counter(singular(w) for src, _ in read_clean_pairs(data_dir, "train") for w in src.lower().split()))
+    return dict(Counter(singular(w) for src, _ in read_clean_pairs(data_dir, "train") for w in english_tokens(src)))
 
 
 def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], settings: FinetuneSettings,

@@ -25,8 +25,8 @@ class OracleReview:
         if references is None:
             raise UserError("review=oracle needs reference translations, and the data has none (data.references): "
                             "use review=file or review=web")
-        needs_person = oracle_review(issues, references, out, memory.fresh() if memory else None).get("needs_person", 0)
-        return {"needs_person": needs_person,
+        judged = oracle_review(issues, references, out, memory.fresh() if memory else None)
+        return {"not_judged": judged["not_judged"], "sides_not_judged": judged["sides_not_judged"],
                 "suggestions": suggestion_figures(issues, references, memory.fresh() if memory else None)}
 
 

@@ -38,6 +38,21 @@ class References(dict):
             return default
 
 
+def aligned(en_lines, zh_lines) -> "References":
+    """English lines and their Chinese, line by line (a corpus's test split): the first reference of each text,
+    looked up as written (spacing aside) or as normalize_english has it."""
+    refs = References()
+    for en, zh in zip(en_lines, zh_lines):
+        en, zh = " ".join(en.split()), " ".join(zh.split())
+        if en and zh:
+            dict.setdefault(refs, en, zh)
+            dict.setdefault(refs, normalize_english(en), zh)
+    return refs
+
+
+References.aligned = staticmethod(aligned)
+
+
 def load_references(path: str | Path) -> References:
     """references.jsonl -> {normalized English: Chinese}; a malformed or contradictory line is named."""
     refs = References()

@@ -37,13 +37,14 @@ def plain(node: DictConfig) -> dict:
     return OmegaConf.to_container(node, resolve=True)
 
 
-def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
-    """Refuse to mix a run folder with another configuration; name the first key that differs."""
+def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
+    """Refuse to mix a run folder with another configuration; name the first key that differs. Returns the keys of
+    `resume_before_finetune` that changed in a folder no fine-tune has used yet (taken, and recorded)."""
     current = OmegaConf.to_container(cfg, resolve=True)
     path = run_dir / "config.json"
     if not path.exists():
         write_json_atomic(path, current)
-        return
+        return []
     saved = read_json(path)
     ignored = tuple(cfg.resume_ignores)
     a = {renamed(k, "purity.") or k: v for k, v in flat(saved).items()}  # a run from before a key was renamed
@@ -65,6 +66,7 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> None:
         log.info("%s: %s changed before any fine-tune; the stages before it are kept (it encodes the fine-tune's "
                  "targets and only detokenizes translations)", run_dir, ", ".join(f"{k}={b.get(k)!r}" for k in changed))
         write_json_atomic(path, current)
+    return changed
 
 
 @dataclass

@@ -217,7 +217,8 @@ def markdown(report: dict) -> str:
             f"- BLEU {b['before']:.2f} → {b['after']:.2f} (Δ {b['delta']:+.2f}, paired bootstrap p = {b['p_value']:.3f}): "
             f"**{verdict}** at α = {b['alpha']}"
         )
-        lines += finetune_markdown(r["finetune"])
+        ft = r["finetune"]
+        lines += finetune_markdown(ft)
         if ft.get("scope"):
             sc = ft["scope"]
             taught = sc.get("words") or []
@@ -497,6 +498,9 @@ def run_warnings(summaries: list[dict]) -> list[str]:
                        f"without a reference and no wrong side with one); precision counts the judged ones only")
         if not c.get("corrections"):
             out.append(f"cycle {k}: the review made no correction: nothing was fine-tuned")
+        elif c.get("fixed") == 0:
+            out.append(f"cycle {k}: the fine-tuned model translates none of the {c['corrections']} corrections as "
+                       f"corrected")
     return out
 
 

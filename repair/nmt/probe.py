@@ -26,6 +26,9 @@ log = logging.getLogger(__name__)
 
 # how much worse than the recorded best validation loss the base model may do on the fine-tune's encoding
 DEFAULT_FACTOR = 1.5
+# above this ratio to the recorded loss the other tokenizers are tried; one that gives a loss lower by BETTER bits
+# per token than the encoding given names the side that is encoded wrongly (a wrong side costs several bits)
+TOLERANCE, BETTER = 1.1, 1.0
 
 
 def recorded_valid_loss(state: dict) -> float | None:
@@ -100,9 +103,11 @@ def _alternatives(files: ModelFiles) -> list[tuple[str, ModelFiles]]:
 def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Sequence[tuple[str, str]],
                    factor: float = DEFAULT_FACTOR, binarize=None) -> dict:
     """Whether the fine-tune's encoding (data/valid, made with `base`'s preprocessing) is the model's own: the base
-    model's loss there against the best validation loss its checkpoint recorded. Returns what was measured; stops
-    with one UserError, naming the likely side and key, where the loss is more than `factor` times the recorded
-    one. `binarize(splits, files, out)`: the fine-tune's binarizer, to try other tokenizers with."""
+    model's loss there against the best validation loss its checkpoint recorded. Where it is above it by more than a
+    corpus of another domain would put it (TOLERANCE), each side is encoded with each other tokenizer
+    (`binarize(splits, files, out)`, the fine-tune's binarizer): one that fits the model far better (BETTER), or a loss
+    over `factor` times the recorded one, stops the run with one UserError naming the likely side and key.
+    Returns what was measured."""
     langs = (base.src.lang, base.tgt.lang)
     recorded = recorded_valid_loss(state)
     if recorded is None or not factor:
@@ -112,29 +117,42 @@ def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Seque
     measured = split_loss(state, data, "valid", langs)
     record = {"checked": True, "recorded_valid_loss": round(recorded, 3),
               "base_valid_loss": None if measured is None else round(measured, 3), "factor": factor}
-    if measured is None or measured <= factor * recorded:
+    tried = other_tokenizers(base, state, valid_pairs, binarize) \
+        if measured is not None and measured > TOLERANCE * recorded and binarize is not None else []
+    better = [(loss, key) for loss, key in tried if loss < measured - BETTER]
+    if tried:
+        record["tried"] = {key: round(loss, 3) for loss, key in tried}
+    if measured is None or (measured <= factor * recorded and not better):
         log.info("fine-tune: the base model's validation loss on the fine-tune's encoding is %s (the checkpoint "
-                 "recorded %.3f): the encoding is the model's own", record["base_valid_loss"], recorded)
+                 "recorded %.3f%s): the encoding is taken as the model's own", record["base_valid_loss"], recorded,
+                 f"; no other tokenizer does better: {record['tried']}" if tried else "")
         return record
-    tried = []
-    if binarize is not None:
-        with tempfile.TemporaryDirectory(prefix="encoding-") as tmp:
-            for k, (key, files) in enumerate(_alternatives(base)):
-                try:
-                    binarize({"valid": list(valid_pairs)}, files, Path(tmp) / str(k))
-                    tried.append((split_loss(state, Path(tmp) / str(k), "valid", langs), key))
-                except UserError:
-                    continue
-    tried = sorted((loss, key) for loss, key in tried if loss is not None)
     sides = f"src: {base.src.tokenizer}/{base.src.bpe}, tgt: {base.tgt.tokenizer}/{base.tgt.bpe}"
-    if tried and tried[0][0] <= factor * recorded:
-        hint = (f"with {tried[0][1]} it is {tried[0][0]:.2f}: the {'Chinese (target)' if '.tgt_' in tried[0][1] else 'English (source)'} "
-                f"side is likely encoded unlike the model's training data; rerun with {tried[0][1]}")
+    if better:
+        loss, key = better[0]
+        side = "Chinese (target)" if ".tgt_" in key else "English (source)"
+        hint = (f"with {key} it is {loss:.2f}: the {side} side is likely encoded unlike the model's training data; "
+                f"rerun with {key}")
     else:
         hint = ("no other tokenizer brings it down: check translator.src_tokenizer / tgt_tokenizer, src_bpe / tgt_bpe, "
                 "src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model and the dictionaries")
     raise UserError(
         f"the base model's validation loss on the fine-tuning data as encoded here ({sides}) is {measured:.2f}, where "
         f"its checkpoint {base.checkpoint} recorded {recorded:.2f}: fine-tuning on this encoding would teach the model "
-        f"another one. {hint}. Nothing was trained (finetune.encoding_check={factor}: the allowed ratio; 0 turns the "
-        f"check off).")
+        f"another one. {hint[0].upper() + hint[1:]}. Nothing was trained (finetune.encoding_check={factor}: the largest ratio to the recorded "
+        f"loss allowed; 0 turns the check off).")
+
+
+def other_tokenizers(base: ModelFiles, state: dict, valid_pairs, binarize) -> list[tuple[float, str]]:
+    """The base model's validation loss with one side's tokenizer changed, lowest first, each with its key."""
+    langs, tried = (base.src.lang, base.tgt.lang), []
+    with tempfile.TemporaryDirectory(prefix="encoding-") as tmp:
+        for k, (key, files) in enumerate(_alternatives(base)):
+            try:
+                binarize({"valid": list(valid_pairs)}, files, Path(tmp) / str(k))
+            except UserError:
+                continue
+            loss = split_loss(state, Path(tmp) / str(k), "valid", langs)
+            if loss is not None:
+                tried.append((loss, key))
+    return sorted(tried)

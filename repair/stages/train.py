@@ -21,9 +21,11 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
         checkpoint_dir: str = "checkpoints", seed: int = 1, device: str = "auto") -> "ModelFiles":
     """The model under test: the one model.json records, the `checkpoint` brought along, or one trained
     on data_dir with the `model` group's settings into checkpoint_dir. A checkpoint is loaded once, into
-    the translator that tests it (which resolves and checks its preprocessing)."""
-    from repair.nmt.preprocessing import ModelFiles
+    the translator that tests it (which resolves and checks its preprocessing). Where the translator's
+    preprocessing keys differ from those model.json was resolved with, its checkpoint is resolved again."""
+    from repair.nmt.preprocessing import OPTION_KEYS, ModelFiles
 
+    options = {k: translators.cfg[k] for k in OPTION_KEYS if translators.cfg.get(k) not in (None, "")}
     marker = run_dir / "model.json"
     if marker.exists():
         saved = read_json(marker)
@@ -31,8 +33,12 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
                                                or isinstance(saved.get("checkpoint"), str)):
             raise UserError(f"{marker}: names no model (\"checkpoint\": PATH, or \"files\"); delete it to train or "
                             "load the model again")
-        if saved.get("files"):
+        again = saved.get("options", options) != options and isinstance(saved.get("checkpoint"), str)
+        if saved.get("files") and not again:
             return ModelFiles.from_dict(saved["files"])
+        if again:
+            log.info("%s: the translator's preprocessing keys changed (%s -> %s): the model's files resolved again",
+                     marker, saved.get("options"), options)
         path = Path(saved["checkpoint"])
     elif checkpoint:
         path = Path(checkpoint)
@@ -45,5 +51,5 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     files = translators.load(path, data_dir)
     log.info("model %s; %s; %s", files.checkpoint, files.src.describe(), files.tgt.describe())
     write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": sha256(Path(files.checkpoint)),
-                               "files": files.to_dict()})
+                               "files": files.to_dict(), "options": options})
     return files

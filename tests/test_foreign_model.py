@@ -1,0 +1,111 @@
+"""A model none of us made, through the whole loop: built with fairseq's own command line (tests/cli_model.py),
+brought as a hub folder with no preprocessing.yaml, tested on a real corpus whose references are for sentences.
+
+Every stage checks what it was given: the oracle judges by the sentence references, the fine-tune trains past the
+time limit the base model stopped at and says why it stopped, and a target side encoded unlike the model's training
+data stops the run before any training, naming the key that fixes it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cli_model import build_hub, tatoeba_corpus
+
+REPO = Path(__file__).resolve().parents[1]
+LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "finetune.patience=30",
+              "finetune.max_epoch=30", "verify.bootstrap_samples=200", "translator.beam=2", "device=cpu",
+              "model.threads=2"]
+
+
+@pytest.fixture(scope="module")
+def foreign(tmp_path_factory) -> dict:
+    from conftest import SHARED_DATA
+
+    tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
+    if not tatoeba.is_file():
+        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
+    out = tmp_path_factory.mktemp("foreign")
+    corpus = tatoeba_corpus(tatoeba, out / "corpus", n_train=12000)
+    hub = build_hub(corpus, out, stop_hours=0.025)
+    sentences = out / "sentences"
+    sentences.mkdir()
+    for lang in ("en", "zh"):  # Purity on 300 test sentences; their Chinese beside them is what the oracle judges by
+        lines = (corpus / f"test.{lang}").read_text(encoding="utf-8").splitlines(True)[:300]
+        (sentences / f"test.{lang}").write_text("".join(lines), encoding="utf-8")
+    return {"corpus": corpus, "hub": hub, "sentences": sentences / "test.en", "out": out}
+
+
+def test_the_fixture_is_what_a_team_brings(foreign):
+    from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+
+    hub = foreign["hub"]
+    assert sorted(p.name for p in hub.iterdir()) == ["README.md", "bpecodes", "dict.en.txt", "dict.zh.txt", "model.pt"]
+    state = load_checkpoint(hub / "model.pt")
+    cfg = checkpoint_cfg(state)
+    # fairseq-train stopped at its time limit, and the checkpoint says nothing of the text's preprocessing
+    assert cfg.optimization.stop_time_hours == 0.025 and cfg.tokenizer is None and cfg.bpe is None
+    assert state["extra_state"]["previous_training_time"] > 0.025 * 3600
+    assert state["extra_state"]["best"] > 0
+
+
+def test_the_fine_tune_resets_every_stop_the_base_model_had(foreign, tmp_path):
+    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.finetune import finetune_config
+
+    state = load_checkpoint(foreign["hub"] / "model.pt")
+    cfg = finetune_config(state, tmp_path, tmp_path / "ft", foreign["hub"] / "model.pt", lr=1e-3, patience=4,
+                          max_epoch=7, seed=1, max_tokens=None, cuda=False, fp16=False, langs=("en", "zh"))
+    o, c, d = cfg.optimization, cfg.checkpoint, cfg.dataset
+    assert (o.stop_time_hours, o.max_update, o.stop_min_lr, o.max_epoch) == (0, 0, -1.0, 7)
+    assert (c.patience, d.validate_after_updates, d.validate_interval, d.disable_validation) == (4, 0, 1, False)
+
+
+def loop(args: list[str], run_dir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "repair.loop", *args, f"run_dir={run_dir}"], cwd=REPO,
+                          capture_output=True, text=True, timeout=1800)
+
+
+@pytest.mark.slow
+def test_a_model_none_of_us_made_goes_through_the_loop(foreign, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(foreign["corpus"], data)
+    run_dir = tmp_path / "run"
+    # as a fairseq user passes it to fairseq-interactive: one tokenizer for both sides
+    args = [f"model.checkpoint={foreign['hub']}", "data=parallel", f"data.dir={data}",
+            f"purity.input={foreign['sentences']}", "purity.holdout=60", "translator.tokenizer=moses",
+            "review=oracle", *LOOP_SMALL]
+    first = loop(args, run_dir)
+    assert first.returncode == 2, first.stderr[-3000:]
+    assert "zh side: tokenizer moses assumed" in first.stderr  # said at load
+    error = first.stderr.strip().splitlines()[-1]
+    assert error.startswith("error: the base model's validation loss") and "rerun with translator.tgt_tokenizer=jieba" \
+        in error and "Nothing was trained" in error, error
+    finetune = run_dir / "cycle1" / "finetune"
+    assert not list(finetune.glob("checkpoint*.pt"))
+    corrections = run_dir / "cycle1" / "review" / "corrections.jsonl"
+    made = corrections.read_text(encoding="utf-8")
+    assert made.strip()  # the oracle corrected sentences by their references
+
+    # the key the message names, without Hydra's `+`, in the same folder: the review is kept
+    second = loop([*args, "translator.tgt_tokenizer=jieba"], run_dir)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert corrections.read_text(encoding="utf-8") == made
+    report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
+    review = report["review"]
+    assert report["corrections"] >= 5 and review["judged"] >= report["corrections"] / 2
+    assert review["sides_not_judged"] > 0 and "not_judged" in review  # the phrases have no reference
+    ft = report["finetune"]
+    assert ft["encoding"]["checked"] and ft["encoding"]["base_valid_loss"] < 1.5 * ft["encoding"]["recorded_valid_loss"]
+    # it trained past the base model's time limit, and says why it stopped
+    assert ft["epochs"] > 1 and ft["stop"]["reason"] in ("fix_rate", "patience", "max_epoch")
+    assert report["fix_rate"] >= 0.9, (report["fixed"], report["corrections"])
+    assert ft["probe_loss_after"] < ft["probe_loss_before"]
+    md = (run_dir / "report.md").read_text(encoding="utf-8")
+    assert f"stopped: {ft['stop']['why']}" in md and "the encoding is the model's own" in md
+    assert report["bleu"]["sentences"] > 0 and "heldout" in report

@@ -72,11 +72,15 @@ class ReviewMemory:
         self.candidates: dict[str, set[str]] = {}
         self.learnt: list[tuple[frozenset[str], str]] = []  # (a corrected source's words, its correction squeezed)
         self._known: set[str] = set()  # sources learnt from (a source corrected twice counts once)
+        self._words: dict[str, frozenset[str]] = {}  # per source: each side is asked about after every correction
 
     def words(self, source: str) -> frozenset[str]:
-        from repair.purity.scoped import content_words, singular
+        words = self._words.get(source)
+        if words is None:
+            from repair.purity.scoped import content_words, singular
 
-        return frozenset(singular(w) for w in content_words(source, self.stopwords))
+            words = self._words[source] = frozenset(singular(w) for w in content_words(source, self.stopwords))
+        return words
 
     def learn(self, source: str, translation: str, correction: str) -> None:
         """One correction of `source`, whose model translation was `translation`."""
@@ -116,9 +120,12 @@ class ReviewMemory:
 
     def terms(self, source: str, translation: str) -> dict[str, list[str]]:
         """{word: its terms that `translation` lacks}, for the learnt words of `source`."""
+        learnt = self.candidates.keys() & self.words(source)
+        if not learnt:
+            return {}
         have = squeeze(translation)
         out: dict[str, list[str]] = {}
-        for w in sorted(self.words(source) & set(self.candidates)):
+        for w in sorted(learnt):
             ts = [t for t in sorted(self.candidates[w]) if t not in have
                   and all((t in corrected) == (w in ws) for ws, corrected in self.learnt)]
             if ts:

@@ -659,10 +659,11 @@ def test_review_memory_carries_a_correction_to_a_later_side_in_the_review_and_on
     assert client.get("/api/state", headers=headers).json()["memory"] == offered
 
 
-def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, data_dir, caplog):
+def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, data_dir, caplog, tmp_path):
     """A learnt word swapped for training words used like it (word vectors, the same tag where it stands): each
     variant translated by the model, the swapped word's own translation replaced by the term, the candidate the
-    model scores best offered; in the oracle's figures too."""
+    model scores best offered; in the oracle's figures too. A second review of the same texts reads the vectors
+    back from their cache and offers the same."""
     from helpers import make_issue
     from repair.data.prepare import read_clean_pairs
     from repair.review.memory import MemorySuggester, ReviewMemory, Substitutes
@@ -673,7 +674,11 @@ def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, da
     first, later = "The old horse helps the farmer .", "The farmer sees the cat ."
     plain = dict(zip([first, later], translator.translate([first, later])))
     corrected = plain[first] + "老师"
-    subs = Substitutes(lambda: [en for en, _ in read_clean_pairs(data_dir, "train")], seen, rare=5, k=4)
+    def substitutes():
+        return Substitutes(lambda: [en for en, _ in read_clean_pairs(data_dir, "train")], seen, rare=5, k=4,
+                           cache_dir=tmp_path / "vectors")
+
+    subs = substitutes()
     m = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=2, substitutes=subs)
     m.know([first, later])
     m.memory.learn(first, plain[first], corrected)
@@ -702,6 +707,13 @@ def test_review_memory_swaps_a_learnt_word_for_words_used_like_it(translator, da
     assert text != plain[later] and out[:head] == text[:head] and out[len(out) - tail:] == text[len(text) - tail:]
     assert len(out) - head - tail >= 1  # a span of the variant's translation, not an insertion
     assert got["score"] == pytest.approx(translator.score([later], [text])[0], abs=1e-3)
+    (cached,) = (tmp_path / "vectors").iterdir()
+    written = cached.stat().st_mtime_ns
+    again = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=2, substitutes=substitutes())
+    again.know([first, later])
+    again.memory.learn(first, plain[first], corrected)
+    assert again.suggest([(later, plain[later])]) == [got] and subs.built == "trained"
+    assert again.substitutes.built == "cached" and cached.stat().st_mtime_ns == written
 
     issues = [make_issue(first, plain[first], "the farmer", "农民", ["老师"]),
               make_issue(later, plain[later], "the cat", "猫", ["老师"])]

@@ -327,3 +327,82 @@ def test_the_review_memory_offers_a_later_issue_what_a_correction_taught(browser
     corrections, _ = load_corrections(tmp_path / "review" / "corrections.jsonl", {i["id"]: i for i in issues})
     assert [(c["source"], c["correction"], c["origin"]) for c in corrections] == [
         (first, plain[first] + "老师", "edited"), (later, taken, "suggestion")]
+
+
+# Each step's milliseconds, from the key's keydown (caught first, on the window) until the issue it leads to is in
+# #position and the page has drawn the frame after it (a frame callback, then a task); and the key's handlers'
+# own milliseconds (until the keydown is back at the window: the page's script, without the frame it waits for).
+STEP_TIMER = """() => {
+  window.__steps = [];
+  window.addEventListener("keydown", (e) => { window.__t0 = performance.now(); window.__key = e.key; }, true);
+  window.addEventListener("keydown", () => { window.__t1 = performance.now(); });
+  new MutationObserver(() => {
+    const t0 = window.__t0, key = window.__key;
+    if (t0 === undefined) return;
+    window.__t0 = undefined;
+    requestAnimationFrame(() => setTimeout(() => window.__steps.push([key, performance.now() - t0, window.__t1 - t0])));
+  }).observe(document.getElementById("position"), {childList: true, characterData: true, subtree: true});
+}"""
+
+
+def timed_press(page, key: str, shows: str) -> tuple[float, float]:
+    """Press `key`, wait until #position reads `shows` and the step is timed: (the step's milliseconds, its
+    handlers')."""
+    n = page.evaluate("window.__steps.length")
+    page.keyboard.press(key)
+    wait_text(page, "#position", shows, start=True)
+    page.wait_for_function(f"window.__steps.length > {n} && window.__steps.at(-1)[0] === {json.dumps(key)}")
+    return tuple(page.evaluate("window.__steps.at(-1).slice(1)"))
+
+
+def figures(timed: list[tuple[float, float]]) -> str:
+    def median_max(ms):
+        ordered = sorted(ms)
+        return f"median {ordered[len(ordered) // 2]:.1f} ms, max {ordered[-1]:.1f} ms"
+
+    return (f"{median_max([t[0] for t in timed])} over {len(timed)} (the key's handlers: "
+            f"{median_max([t[1] for t in timed])})")
+
+
+def test_two_thousand_issues_page_and_save_step_by_step(browser, tmp_path, capsys):
+    """2,000 issues, 1,500 judged before the page opens (a review near its end, 1,125 corrections): J and K page
+    through them and Enter saves, each step timed in Chromium and the figures printed (the aim: under 200 ms a
+    step; not asserted, timings move with the machine). What is asserted: each step shows the issue it should,
+    and each save is in the log."""
+    from helpers import synthetic_issues
+    from repair.review.store import CorrectionStore, read_judgments
+
+    issues = synthetic_issues(2000)
+    (tmp_path / "issues.jsonl").write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in issues),
+                                           encoding="utf-8")
+    with CorrectionStore(tmp_path / "review", issues) as store:
+        store.record_many([(i["id"], ["container"] if k % 4 else [], "word/phrase mistranslation",
+                            {"container": i["sides"][0]["translation"].replace("。", "！")}, None)
+                           for k, i in enumerate(issues[:1500])])
+    server = Server(tmp_path)
+    try:
+        began = time.perf_counter()
+        page, errors = open_page(browser, server.url)
+        wait_text(page, "#position", "Issue 1501 of 2000")
+        opened = 1000 * (time.perf_counter() - began)
+        page.evaluate(STEP_TIMER)
+        steps = {"J": [timed_press(page, "j", f"Issue {1502 + n} ") for n in range(40)]}
+        steps["K"] = [timed_press(page, "k", f"Issue {1540 - n} ") for n in range(40)]
+        steps["save"] = []
+        for n in range(20):  # from issue 1501 on: a suggestion taken where there is one, else no error
+            if issues[1500 + n].get("suggestions"):
+                page.keyboard.press("a")
+                page.keyboard.press("1")
+            else:
+                page.keyboard.press("n")
+            steps["save"].append(timed_press(page, "Enter", f"Issue {1502 + n} "))
+        wait_text(page, "#progress-text", "Judged 1520 of 2000")
+        assert errors == []
+    finally:
+        server.kill()
+    latest = read_judgments(tmp_path / "review")
+    assert len(latest) == 1520 and all(issues[1500 + n]["id"] in latest for n in range(20))
+    with capsys.disabled():
+        print(f"\n2,000 issues: page opened in {opened:.0f} ms (navigation to the first issue shown)")
+        for name, ms in steps.items():
+            print(f"2,000 issues: {name} step {figures(ms)}")

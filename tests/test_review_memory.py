@@ -106,3 +106,81 @@ def test_the_memory_is_built_for_the_oracle_and_the_page_and_not_for_a_sheet(tmp
     assert asked == [{**memory_options(None), "slack": 3}] and len(corrections) == 2
     review.run(tmp_path / "off", issues, {"name": "oracle", "memory": False}, references, "cmd", factory)
     assert len(asked) == 1
+
+
+def test_the_memory_word_vectors_are_cached_by_their_corpus_and_read_back(tmp_path):
+    """The vectors of the training English and the texts under review are trained once and cached under a hash of
+    both and the settings: the same corpus reads them back (not trained: the file is not written again) with
+    the same neighbours; another text under review, or other settings, train and cache vectors of their own."""
+    from collections import Counter
+
+    import numpy as np
+
+    from helpers import synthetic_issues
+    from repair.review.memory import Substitutes
+
+    corpus = [i["sides"][0]["source"] for i in synthetic_issues(300)]
+    seen = Counter(w for line in corpus for w in line.split())
+    under_review = ["the old sailor saw the happy pharmacist near the harbour", "the shy poet met the pilot"]
+
+    def made(texts, **settings):
+        subs = Substitutes(lambda: corpus, seen, rare=1, k=4, cache_dir=tmp_path / "cache", **settings)
+        subs.know(texts)
+        return subs, subs.neighbours("pharmacist", {"the"})
+
+    first, near = made(under_review)
+    (path,) = (tmp_path / "cache").iterdir()
+    written = path.stat().st_mtime_ns
+    assert first.built == "trained" and len(near) >= 4
+    second, again = made(under_review)
+    assert second.built == "cached" and again == near and path.stat().st_mtime_ns == written
+    assert np.array_equal(first._model().vectors, second._model().vectors)
+    other, _ = made([*under_review, "the famous writer helped a tired nurse"])
+    assert other.built == "trained" and len(list((tmp_path / "cache").iterdir())) == 2
+    fewer_epochs, _ = made(under_review, epochs=5)
+    assert fewer_epochs.built == "trained" and len(list((tmp_path / "cache").iterdir())) == 3
+    assert path.stat().st_mtime_ns == written
+
+
+def test_a_cached_model_that_cannot_be_read_is_made_again(tmp_path):
+    """A cache file cut short (or written by the old code with its arrays beside it under another name) is made
+    again and replaced, not a failure of every later run."""
+    from gensim.models import KeyedVectors
+
+    from repair.purity.relations.natural import cached_model
+
+    path = tmp_path / "k.kv"
+    path.write_bytes(b"\x80\x04 cut short")
+    trained = []
+
+    def train():
+        kv = KeyedVectors(3)
+        kv.add_vectors(["a", "b"], [[1, 0, 0], [0, 1, 0]])
+        trained.append(kv)
+        return kv
+
+    kv = cached_model(path, train, KeyedVectors.load)
+    assert len(trained) == 1 and kv.key_to_index == {"a": 0, "b": 1}
+    again = cached_model(path, train, KeyedVectors.load)
+    assert len(trained) == 1 and again.key_to_index == {"a": 0, "b": 1} and list(tmp_path.iterdir()) == [path]
+
+
+def test_a_large_cached_model_is_one_file_under_its_own_name(tmp_path):
+    """gensim saves an array of 10 Mi values or more beside the model, named after the file it saves to (the
+    temporary one); the cache keeps it inside, so the renamed file is the whole model (vectors of 100 values for
+    105k words and more: the replacement relation's vectors could not be read back before)."""
+    import numpy as np
+    from gensim.models import KeyedVectors
+
+    from repair.purity.relations.natural import cached_model
+
+    def train():
+        kv = KeyedVectors(11_000_000)
+        kv.add_vectors(["a"], np.full((1, 11_000_000), 0.5, dtype=np.float32))
+        return kv
+
+    path = tmp_path / "big.kv"
+    cached_model(path, train, KeyedVectors.load)
+    assert list(tmp_path.iterdir()) == [path]
+    back = cached_model(path, lambda: None, KeyedVectors.load)
+    assert back.vectors.shape == (1, 11_000_000) and float(back.vectors[0, -1]) == 0.5

@@ -152,6 +152,35 @@ def test_a_crash_between_the_two_writes_is_repaired_when_the_folder_opens(tmp_pa
     assert json.loads((tmp_path / "progress.json").read_text())["judged"] == 2
 
 
+def test_corrections_kept_as_judgments_are_made_are_those_made_afresh_from_the_log(tmp_path):
+    """The store folds each new judgment into its corrections (a revision makes them again): after every one of
+    300 judgments of issues that share sources and corrections (revisions, kinds, how they were made among them),
+    its corrections and corrections.jsonl are what a store opened afresh on the log makes of it."""
+    import random
+
+    rng = random.Random(7)
+    rtis = [("the old sailor", "年老的水手"), ("the quiet nurse", "安静的护士"), ("the brave pilot", "勇敢的飞行员")]
+    issues = [issue(f"{rti} waited near the {place}", f"{rt}在{zh}附近等。", rti, rt)
+              for rti, rt in rtis for place, zh in (("bridge", "桥"), ("river", "河"), ("tower", "塔"), ("shop", "店"))]
+    path = tmp_path / "corrections.jsonl"
+    store = CorrectionStore(tmp_path, issues)
+    for n in range(300):
+        iss = rng.choice(issues)
+        wrong = rng.choice([[], ["container"], ["rti"], ["container", "rti"]])
+        fixed = {role: rng.choice(["甲", "乙"]) + iss["sides"][k]["translation"]
+                 for k, role in enumerate(("container", "rti")) if role in wrong}
+        how = {role: {"origin": rng.choice(["suggestion", "edited"]), "typed": n % 3} for role in wrong}
+        store.record(iss["id"], wrong, rng.choice(["under", "over", "unclear"]), fixed, how=how if n % 2 else None)
+        if n % 15 == 0 or n == 299:
+            kept, text = store.corrections(), path.read_text(encoding="utf-8")
+            with CorrectionStore(tmp_path, issues) as fresh:
+                assert kept == fresh.corrections()
+                assert text == path.read_text(encoding="utf-8") == "".join(
+                    json.dumps(c, ensure_ascii=False) + "\n" for c in fresh.corrections())
+    assert len(store.corrections()) > 6 and not list(tmp_path.glob("corrections.edited-*"))
+    store.close()
+
+
 def test_loop_reads_the_review_with_its_corrections_rebuilt(tmp_path):
     store = CorrectionStore(tmp_path, ISSUES)
     store.record(BOY["id"], [])

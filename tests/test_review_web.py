@@ -94,6 +94,29 @@ def test_judge_saves_and_state_shows_it_after_a_restart(app, client, tmp_path):
     assert state["stats"]["judged"] == 2
 
 
+
+def test_a_save_answers_the_pre_fills_of_its_sources_only_and_a_withdrawn_one_as_none(tmp_path):
+    """The page pre-fills a source's edit box with its latest correction; a save answers the pre-fills it can
+    change (its sides' sources'), not every one: a judgment revised to no error withdraws its correction (None),
+    and a source corrected in another issue keeps that one."""
+    trump = issue(CHUMMY["container"], CHUMMY["container_translation"], "Mr. Trump", "特朗普先生")
+    app = create_app([CHUMMY, BOY, trump], tmp_path / "review")
+    client = TestClient(app, base_url="http://127.0.0.1")
+
+    def judge(iss, wrong, fixed=None):
+        body = {"issue": iss["id"], "wrong": wrong, "kind": "under" if wrong else None,
+                "corrections": {w: fixed for w in wrong}}
+        return client.post("/api/judge", headers=auth(app), json=body).json()["prefill"]
+
+    assert judge(BOY, ["container"], "聪明男孩的狗") == {BOY["container"]: "聪明男孩的狗", BOY["rti"]: None}
+    assert judge(CHUMMY, ["container"], "甲") == {CHUMMY["container"]: "甲", CHUMMY["rti"]: None}
+    assert judge(trump, ["container"], "乙") == {CHUMMY["container"]: "乙", "Mr. Trump": None}
+    assert judge(trump, []) == {CHUMMY["container"]: "甲", "Mr. Trump": None}  # CHUMMY's correction again
+    assert judge(BOY, []) == {BOY["container"]: None, BOY["rti"]: None}
+    state = client.get("/api/state", headers=auth(app)).json()
+    assert state["prefill"] == {CHUMMY["container"]: "甲"}
+    app.state.store.close()
+
 @pytest.mark.parametrize("body, message", [
     ({"issue": "nope", "wrong": []}, "unknown issue"),
     ({"issue": BOY["id"], "wrong": ["sentence"]}, "bad judgment"),
@@ -357,5 +380,5 @@ def test_a_replacement_issue_is_judged_by_its_own_sides(tmp_path):
     assert bad.status_code == 400 and "original / mutant" in bad.json()["error"]
     ok = client.post("/api/judge", headers=auth(app), json={"issue": rep["id"], "wrong": ["mutant"], "kind": "word",
                                                              "corrections": {"mutant": "红狗坐着。"}})
-    assert ok.status_code == 200 and ok.json()["prefill"] == {"a red dog sat .": "红狗坐着。"}
+    assert ok.status_code == 200 and ok.json()["prefill"] == {"a red cat sat .": None, "a red dog sat .": "红狗坐着。"}
     app.state.store.close()

@@ -26,10 +26,12 @@ before a term, a suggestion takes it too.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 
 from repair.errors import UserError
 from repair.stats import edit_distance, squeeze
@@ -40,6 +42,7 @@ ORIGIN = "the model's translation made to hold {terms}: what earlier corrections
 SWAP_ORIGIN = ("the model's translation with {swaps}, their translation made {terms}: what earlier corrections "
                "taught for {words} (review memory)")
 
+VECTORS = {"vector_size": 100, "window": 5, "min_count": 2, "sg": 1, "negative": 5}  # the memory's word vectors
 NUMERALS = frozenset("一二三四五六七八九十两几这那每哪某各半百千万")
 MEASURE_WORDS = frozenset("个位名只本张辆座家头棵朵匹条首幅间件把台部支块封所面架艘双对杯瓶碗片根颗粒层门扇盏顶口份篇册套群批株尾枚串束道项栋")
 CLAUSE_ENDS = frozenset("，。,.;；!?！？")
@@ -72,11 +75,15 @@ class ReviewMemory:
         self.candidates: dict[str, set[str]] = {}
         self.learnt: list[tuple[frozenset[str], str]] = []  # (a corrected source's words, its correction squeezed)
         self._known: set[str] = set()  # sources learnt from (a source corrected twice counts once)
+        self._words: dict[str, frozenset[str]] = {}  # per source: each side is asked about after every correction
 
     def words(self, source: str) -> frozenset[str]:
-        from repair.purity.scoped import content_words, singular
+        words = self._words.get(source)
+        if words is None:
+            from repair.purity.scoped import content_words, singular
 
-        return frozenset(singular(w) for w in content_words(source, self.stopwords))
+            words = self._words[source] = frozenset(singular(w) for w in content_words(source, self.stopwords))
+        return words
 
     def learn(self, source: str, translation: str, correction: str) -> None:
         """One correction of `source`, whose model translation was `translation`."""
@@ -116,9 +123,12 @@ class ReviewMemory:
 
     def terms(self, source: str, translation: str) -> dict[str, list[str]]:
         """{word: its terms that `translation` lacks}, for the learnt words of `source`."""
+        learnt = self.candidates.keys() & self.words(source)
+        if not learnt:
+            return {}
         have = squeeze(translation)
         out: dict[str, list[str]] = {}
-        for w in sorted(self.words(source) & set(self.candidates)):
+        for w in sorted(learnt):
             ts = [t for t in sorted(self.candidates[w]) if t not in have
                   and all((t in corrected) == (w in ws) for ws, corrected in self.learnt)]
             if ts:
@@ -131,13 +141,20 @@ class Substitutes:
     skip-gram, as the replacement relation's) trained on `corpus()` (the training English) and the texts under
     review (`know`), where a rare word is seen in enough contexts; each seen `rare` times or more in the training
     English (`seen`), and tagged as the word was where it stands in the sentence (spaCy's tagger). Vectors and
-    tagger are made when first needed."""
+    tagger are made when first needed; the vectors are cached in `cache_dir` (None: ~/.cache/repair/memory) under
+    a hash of their lines and settings, as the replacement relation's are, so a review of the same texts with the
+    same training English reads them back (`built`: "trained" or "cached", once made)."""
 
     def __init__(self, corpus: Callable[[], Sequence[str]], seen: Mapping[str, int] | None, rare: int = 100,
-                 k: int = 8, tagger: str | None = None, epochs: int = 10, seed: int = 1):
+                 k: int = 8, tagger: str | None = None, epochs: int = 10, seed: int = 1,
+                 cache_dir: str | os.PathLike | None = None):
+        from repair.purity.relations.natural import default_cache_dir
+
         self.corpus, self.seen, self.rare, self.k = corpus, seen or {}, rare, k
         self.tagger_name, self.epochs, self.seed = tagger, epochs, seed
+        self.cache = Path(cache_dir) if cache_dir else default_cache_dir("memory")
         self.known: list[str] = []
+        self.built: str | None = None
         self._vectors = self._nlp = None
         self._lock = threading.Lock()
 
@@ -160,17 +177,29 @@ class Substitutes:
 
     def _train(self):
         if self._vectors is None:
-            from gensim.models import Word2Vec
+            from gensim.models import KeyedVectors
 
-            from repair.purity.relations.natural import _stable_hash, words_of
+            from repair.purity.relations.natural import cached_model, corpus_key
 
             began = time.perf_counter()
-            lines = [words_of(x) for x in [*self.corpus(), *dict.fromkeys(self.known)]]
-            logging.getLogger("gensim").setLevel(logging.WARNING)  # its progress lines are not the review's
-            self._vectors = Word2Vec(lines, vector_size=100, window=5, min_count=2, sg=1, negative=5,
-                                     epochs=self.epochs, seed=self.seed, workers=1, hashfxn=_stable_hash).wv
-            log.info("review memory: word vectors of %d lines in %.1f s", len(lines), time.perf_counter() - began)
+            texts = [*self.corpus(), *dict.fromkeys(self.known)]
+            settings = ["review memory", sorted(VECTORS.items()), self.epochs, self.seed]
+            path = self.cache / f"{corpus_key(settings, texts)}.memory.kv"
+            self.built = "cached"
+            self._vectors = cached_model(path, lambda: self._word2vec(texts), KeyedVectors.load)
+            log.info("review memory: word vectors of %d lines %s in %.1f s (%s)", len(texts),
+                     self.built, time.perf_counter() - began, path)
         return self._vectors
+
+    def _word2vec(self, texts: Sequence[str]):
+        from gensim.models import Word2Vec
+
+        from repair.purity.relations.natural import _stable_hash, words_of
+
+        self.built = "trained"
+        logging.getLogger("gensim").setLevel(logging.WARNING)  # its progress lines are not the review's
+        return Word2Vec([words_of(x) for x in texts], **VECTORS, epochs=self.epochs, seed=self.seed, workers=1,
+                        hashfxn=_stable_hash).wv
 
     def nlp(self):
         with self._lock:

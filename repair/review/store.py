@@ -7,6 +7,9 @@ review/corrections.jsonl derived from the latest judgments, one line per (source
                          correction and a reader never sees half a file. Rebuilt from the log whenever a store
                          opens the folder (server start, a rerun of the review stage, the loop reading the
                          review) if it is older than the log and disagrees with it (a crash between the two writes).
+                         A store keeps the corrections and their lines as it records: a new judgment is folded
+                         into them, not rebuilt from every judgment (a judgment revised is: it may withdraw
+                         corrections), and the file is not read back while it is as the store wrote it.
 review/progress.json     judged n of N and the precision so far, for a person and for `review_stats`.
 review/.writer.lock      held (flock) by the one process that may write the folder while its store is open.
 """
@@ -183,8 +186,10 @@ class CorrectionStore:
                 log.warning("%s: dropped an unfinished last line (written when a run was killed)", self.judgments_path)
             for p in remove_temp_files(self.dir):
                 log.info("removed %s, left by a write that was killed", p)
+            self._lines: dict[tuple[str, str], str] = {}  # a correction's JSONL line, by (source, corrected text)
             self._load(warn=True)
             self._corrections_seen: str | None = None
+            self._corrections_state: tuple | None = None  # corrections.jsonl's state when it was _corrections_seen
             if self.issues is not None:
                 self.sync()
         except BaseException:
@@ -204,6 +209,7 @@ class CorrectionStore:
                 )
             latest = {k: v for k, v in latest.items() if k in self.issues}
         self.latest = latest
+        self._groups: dict[tuple[str, str], dict] | None = None  # the corrections, made from `latest` when needed
 
     def close(self) -> None:
         """Let another process write the folder."""
@@ -225,30 +231,55 @@ class CorrectionStore:
 
     def corrections(self) -> list[dict]:
         """One correction per (source, corrected text), all issue ids that gave it, latest last."""
+        return [{**g, "issues": list(g["issues"])} for g in self._correction_groups().values()]
+
+    def prefill(self, sources: Iterable[str] | None = None) -> dict[str, str | None]:
+        """What the page pre-fills a source's edit box with, its latest correction: {source: correction} of every
+        source corrected; or, for `sources`, {source: its latest correction, or None where it has none}."""
+        if sources is None:
+            return {source: fixed for source, fixed in self._correction_groups()}
+        out: dict[str, str | None] = dict.fromkeys(sources)
+        left = set(out)
+        for source, fixed in reversed(self._correction_groups()):
+            if source in left:
+                out[source] = fixed
+                left.discard(source)
+                if not left:
+                    break
+        return out
+
+    def _correction_groups(self) -> dict[tuple[str, str], dict]:
         if self.issues is None:
             raise ValueError("CorrectionStore needs the issues to build corrections")
-        groups: dict[tuple[str, str], dict] = {}
-        for issue_id, j in self.latest.items():
-            issue = self.issues[issue_id]
-            kinds = j.get("kinds") or {}
-            how = j.get("how") or {}
-            for role in j["wrong"]:
-                s = side(issue, role)
-                source, fixed = s["source"], j["corrections"][role]
-                g = groups.pop((source, fixed), None) or {
-                    "source": source,
-                    "translation": s["translation"],
-                    "correction": fixed,
-                    "issues": [],
-                }
-                g["kind"] = parse_kind(kinds.get(role) or j["kind"])
-                if issue_id not in g["issues"]:
-                    g["issues"].append(issue_id)
-                g["time"] = j["time"]
-                if role in how and "origin" not in g:  # how it was made the first time; later issues reuse it
-                    g.update(how[role])
-                groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "time") if k in g}
-        return list(groups.values())
+        if self._groups is None:
+            self._groups = {}
+            self._lines.clear()
+            for issue_id, j in self.latest.items():
+                self._fold(issue_id, j)
+        return self._groups
+
+    def _fold(self, issue_id: str, j: dict) -> None:
+        """Judgment `j` of `issue_id`, the latest one made, into the corrections (each one's line made anew)."""
+        groups, issue = self._groups, self.issues[issue_id]
+        kinds = j.get("kinds") or {}
+        how = j.get("how") or {}
+        for role in j["wrong"]:
+            s = side(issue, role)
+            source, fixed = s["source"], j["corrections"][role]
+            g = groups.pop((source, fixed), None) or {
+                "source": source,
+                "translation": s["translation"],
+                "correction": fixed,
+                "issues": [],
+            }
+            g["kind"] = parse_kind(kinds.get(role) or j["kind"])
+            if issue_id not in g["issues"]:
+                g["issues"].append(issue_id)
+            g["time"] = j["time"]
+            if role in how and "origin" not in g:  # how it was made the first time; later issues reuse it
+                g.update(how[role])
+            groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "time") if k in g}
+            self._lines.pop((source, fixed), None)
 
     # -- writing
 
@@ -270,9 +301,11 @@ class CorrectionStore:
         if _file_state(self.judgments_path) != self._log_state:
             self._load()  # another store of this process wrote the log since: start from what it holds
             if self.corrections_path.exists():
+                state = _file_state(self.corrections_path)
                 current = self.corrections_path.read_bytes().decode("utf-8", "replace")
                 if current == self._corrections_text():
                     self._corrections_seen = current  # and kept corrections.jsonl in step with it
+                    self._corrections_state = state
         made = []
         try:
             for issue_id, wrong, kind, corrections, kinds, *how in items:
@@ -284,6 +317,10 @@ class CorrectionStore:
                 append_jsonl(self.judgments_path, j)
                 self.latest.pop(issue_id, None)
                 self.latest[issue_id] = j
+                if old is not None and old["wrong"]:
+                    self._groups = None  # a judgment revised may withdraw corrections: made again from `latest`
+                elif self._groups is not None:
+                    self._fold(issue_id, j)
                 made.append(j)
         finally:
             self._log_state = _file_state(self.judgments_path)
@@ -332,7 +369,11 @@ class CorrectionStore:
         return j
 
     def _corrections_text(self) -> str:
-        return "".join(json_line(c) for c in self.corrections())
+        lines = self._lines
+        for key, g in self._correction_groups().items():
+            if key not in lines:
+                lines[key] = json_line(g)
+        return "".join(lines[key] for key in self._groups)
 
     def sync(self) -> None:
         """Make corrections.jsonl and progress.json agree with the judgment log, the one record.
@@ -343,8 +384,12 @@ class CorrectionStore:
         """
         new = self._corrections_text()
         path = self.corrections_path
-        if path.exists():
-            current = path.read_bytes().decode("utf-8", "replace")
+        state = _file_state(path)
+        if state is not None:
+            if self._corrections_seen is not None and state == self._corrections_state:
+                current = self._corrections_seen  # as this store left it: not read again
+            else:
+                current = path.read_bytes().decode("utf-8", "replace")
             if current != new:
                 if self._corrections_seen is not None:
                     by_hand = current != self._corrections_seen
@@ -362,6 +407,7 @@ class CorrectionStore:
         elif self.judgments_path.exists():
             write_text_atomic(path, new)
         self._corrections_seen = new
+        self._corrections_state = _file_state(path)
         stats = self.stats()
         old = _read_progress(self.progress_path)
         if self.judgments_path.exists() and any(old.get(k) != v for k, v in stats.items()):

@@ -205,16 +205,13 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     def authorised(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
 
-    def prefill() -> dict[str, str]:
-        return {c["source"]: c["correction"] for c in store.corrections()}
-
     remembered = PageMemory(memory, issues, store).offers
 
     async def state(request: Request) -> Response:
         if not authorised(request):
             return refused()
         return answer({"issues": issues, "judgments": store.latest, "stats": store.stats(),
-                       "kinds": list(KINDS), "prefill": prefill(), "memory": remembered(), "finished": app.state.finished,
+                       "kinds": list(KINDS), "prefill": store.prefill(), "memory": remembered(), "finished": app.state.finished,
                        "relations": relations})
 
     async def judge(request: Request) -> Response:
@@ -229,7 +226,9 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             j = store.record(issue, wrong, kind, corrections, how=how)
         except UserError as e:
             return answer({"error": str(e)}, 400)
-        return answer({"judgment": j, "stats": store.stats(), "prefill": prefill(), "memory": remembered()})
+        # the pre-fills this judgment can change, its sides' sources' (None: withdrawn), not every one
+        changed = store.prefill(s["source"] for s in by_id[issue]["sides"])
+        return answer({"judgment": j, "stats": store.stats(), "prefill": changed, "memory": remembered()})
 
     async def export(request: Request) -> Response:
         if not authorised(request):

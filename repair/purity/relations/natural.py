@@ -5,7 +5,8 @@ interpolated absolute discounting) that rejects a mutant whose new word fits its
 old word fitted them.
 
 Vectors and tags take a minute on 30k lines; they are cached in `cache_dir` under a hash of the corpus lines read
-and the settings, so a second run reads them back.
+and the settings, so a second run reads them back (`corpus_key`, `cached_model`: the review memory's vectors are
+cached the same way).
 """
 
 from __future__ import annotations
@@ -15,11 +16,12 @@ import json
 import logging
 import math
 import os
+import pickle
 import re
 import zlib
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
 
 from repair.errors import UserError
 from repair.fileio import write_json_atomic
@@ -36,8 +38,41 @@ def words_of(line: str) -> list[str]:
     return [w.lower() for w in WORD.findall(line)]
 
 
-def default_cache_dir() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repair" / "replace"
+def default_cache_dir(name: str = "replace") -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repair" / name
+
+
+def corpus_key(settings: Sequence, lines: Sequence[str]) -> str:
+    """The cache key of what is made from `lines` with `settings` (JSON values): a hash of both."""
+    return hashlib.sha256(json.dumps([VERSION, *settings]).encode()
+                          + "\n".join(lines).encode("utf-8")).hexdigest()[:16]
+
+
+Model = TypeVar("Model")
+
+
+def cached_model(path: Path, train: Callable[[], Model], load: Callable[[str], Model]) -> Model:
+    """The gensim model (Word2Vec, KeyedVectors) saved at `path`, else `train()`'s, saved there for the next run.
+
+    Saved whole in one file (gensim would put large arrays beside it, under the temporary name) and renamed into
+    place, so a reader finds the whole model or none. One that cannot be read is made again; one that cannot be
+    saved is used all the same (the log says so).
+    """
+    if path.is_file():
+        try:
+            return load(str(path))
+        except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError) as e:
+            log.warning("%s cannot be read (%s); making it again", path, e)
+    model = train()
+    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        model.save(str(tmp), sep_limit=2**62)
+        os.replace(tmp, path)
+    except OSError as e:
+        log.warning("could not cache %s (%s); it is made again next time", path, e)
+        tmp.unlink(missing_ok=True)
+    return model
 
 
 def _stable_hash(text: str) -> int:
@@ -106,8 +141,7 @@ class Natural:
         self.neighbours, self.min_tag_share = neighbours, min_tag_share
         tokenized = [words_of(line) for line in lines]
         self.lm = NGramLM(tokenized)
-        key = hashlib.sha256(json.dumps([VERSION, tagger, min_count, seed]).encode()
-                             + "\n".join(lines).encode("utf-8")).hexdigest()[:16]
+        key = corpus_key([tagger, min_count, seed], lines)
         self.cache = Path(cache_dir) if cache_dir else default_cache_dir()
         self._key, self._tokenized, self._lines = key, tokenized, lines
         self._tagger, self._min_count, self._seed = tagger, min_count, seed
@@ -123,23 +157,19 @@ class Natural:
         if self._vectors is None:
             from gensim.models import Word2Vec
 
-            path = self.cache / f"{self._key}.word2vec"
-            if path.is_file():
-                self._vectors = Word2Vec.load(str(path))
-            else:
-                log.info("training word vectors on %d lines of English (cached in %s)", len(self._lines), self.cache)
-                if not any(n >= self._min_count for n in self.lm.uni.values()):
-                    raise UserError(f"purity.replace: the corpus ({len(self._lines)} lines) has no word seen "
-                                    f"{self._min_count} times, too little for word vectors; give a larger one "
-                                    "(the training English) or use candidates=context")
-                self._vectors = Word2Vec(self._tokenized, vector_size=100, window=5, min_count=self._min_count,
-                                         sg=1, negative=5, epochs=10, seed=self._seed, workers=1,
-                                         hashfxn=_stable_hash)
-                self.cache.mkdir(parents=True, exist_ok=True)
-                tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-                self._vectors.save(str(tmp))
-                os.replace(tmp, path)
+            self._vectors = cached_model(self.cache / f"{self._key}.word2vec", self._train_vectors, Word2Vec.load)
         return self._vectors
+
+    def _train_vectors(self):
+        from gensim.models import Word2Vec
+
+        log.info("training word vectors on %d lines of English (cached in %s)", len(self._lines), self.cache)
+        if not any(n >= self._min_count for n in self.lm.uni.values()):
+            raise UserError(f"purity.replace: the corpus ({len(self._lines)} lines) has no word seen "
+                            f"{self._min_count} times, too little for word vectors; give a larger one "
+                            "(the training English) or use candidates=context")
+        return Word2Vec(self._tokenized, vector_size=100, window=5, min_count=self._min_count, sg=1, negative=5,
+                        epochs=10, seed=self._seed, workers=1, hashfxn=_stable_hash)
 
     def tags(self) -> dict[str, dict[str, int]]:
         """{lowercased word: {Penn tag: count}} over the corpus, by spaCy's tagger."""

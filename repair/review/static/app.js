@@ -24,6 +24,7 @@ let prefill = {};    // source text -> its latest correction in this review
 let memory = {};     // issue id -> role -> the review memory's suggestion (what earlier corrections taught)
 let stats = null;
 let current = 0;
+let marked = -1;     // the list's row marked current
 let finished = false;
 
 async function api(path, body) {
@@ -185,7 +186,7 @@ function buildSides(iss) {
       const [txt, cls] = statusText(current);
       $("status").textContent = txt;
       $("status").className = "status " + cls;
-      renderList();
+      renderRow(current);
     });
     const hint = el("div", "hint");
     hint.id = "hint-" + r.role;
@@ -292,23 +293,37 @@ function renderProgress() {
   $("meter-fill").style.width = (s.total ? (100 * s.judged) / s.total : 0) + "%";
 }
 
-function renderList() {
+function buildList() {
+  // every issue's row, once; afterwards only the rows whose issue changes are drawn again (renderRow)
   const list = $("list");
-  if (list.children.length !== issues.length) {
-    list.replaceChildren();
-    issues.forEach((iss, i) => {
-      const row = el("div", "item");
-      row.dataset.index = String(i);
-      row.append(el("span", "num", String(i + 1)), el("span", "dot"), el("span", "txt", listText(iss)));
-      row.addEventListener("click", () => go(i));
-      list.append(row);
-    });
-  }
-  Array.from(list.children).forEach((row, i) => {
-    row.classList.toggle("current", i === current);
-    row.querySelector(".dot").className = "dot " + stateOf(i);
+  const rows = document.createDocumentFragment();
+  issues.forEach((iss, i) => {
+    const row = el("div", "item");
+    row.dataset.index = String(i);
+    row.append(el("span", "num", String(i + 1)), el("span", "dot " + stateOf(i)), el("span", "txt", listText(iss)));
+    rows.append(row);
   });
-  const cur = list.children[current];
+  list.replaceChildren(rows);
+  list.addEventListener("click", (e) => {
+    const row = e.target.closest(".item");
+    if (row) go(Number(row.dataset.index));
+  });
+}
+
+function renderRow(i) {
+  const row = $("list").children[i];
+  if (!row) return;
+  row.classList.toggle("current", i === current);
+  row.children[1].className = "dot " + stateOf(i);
+}
+
+function renderList() {
+  // the row marked current before and the current one: a key press changes no other
+  const was = marked;
+  marked = current;
+  if (was !== current) renderRow(was);
+  renderRow(current);
+  const cur = $("list").children[current];
   if (cur) cur.scrollIntoView({ block: "nearest" });
 }
 
@@ -447,7 +462,8 @@ function edit() {
 }
 
 async function save(andNext) {
-  const iss = issues[current];
+  const at = current;
+  const iss = issues[at];
   const d = draft(current);
   if (!d.noError && d.wrong.size === 0) {
     say("Mark " + iss.sides.map((s) => { const r = roleInfo(iss, s.role); return r.key.toUpperCase() + " (" + r.label + " wrong)"; }).join(", ") +
@@ -471,16 +487,21 @@ async function save(andNext) {
     const res = await (await api("/api/judge", body)).json();
     saved[iss.id] = res.judgment;
     stats = res.stats;
-    prefill = res.prefill;
+    // the pre-fills this save changed (its sources'; null: withdrawn)
+    Object.entries(res.prefill).forEach(([source, text]) => {
+      if (text === null) delete prefill[source];
+      else prefill[source] = text;
+    });
     memory = res.memory || {};
     drafts[iss.id] = draftFrom(res.judgment);
   } catch (e) {
     say("Not saved: " + e.message, "error");
     return;
   }
+  renderRow(at);  // the saved issue's row, wherever the page has gone since
   renderProgress();
   if (document.activeElement && document.activeElement.tagName === "TEXTAREA") document.activeElement.blur();
-  if (andNext && current < issues.length - 1) { go(current + 1); say("Saved issue " + (issues.indexOf(iss) + 1) + ".", "saved"); }
+  if (andNext && current < issues.length - 1) { go(current + 1); say("Saved issue " + (at + 1) + ".", "saved"); }
   else { render(); say("Saved.", "saved"); }
 }
 
@@ -605,6 +626,7 @@ async function start() {
     if (!finished && Object.values(drafts).some((d) => d.dirty)) { e.preventDefault(); e.returnValue = ""; }
   });
   renderProgress();
+  buildList();
   if (!issues.length) { say("There is nothing to review."); return; }
   const first = issues.findIndex((iss) => !saved[iss.id]);
   go(first < 0 ? 0 : first);

@@ -110,3 +110,48 @@ def test_a_model_none_of_us_made_goes_through_the_loop(foreign, tmp_path):
     md = (run_dir / "report.md").read_text(encoding="utf-8")
     assert f"stopped: {ft['stop']['why']}" in md and "the encoding is the model's own" in md
     assert report["bleu"]["sentences"] > 0 and "heldout" in report
+
+
+def test_every_per_side_preprocessing_key_is_set_without_a_plus():
+    from hydra import compose, initialize_config_dir
+
+    from repair.nmt.preprocessing import OPTION_KEYS
+
+    keys = [k for k in OPTION_KEYS if k.startswith(("src_", "tgt_")) and not k.endswith("_dict")]
+    assert len(keys) == 8
+    for translator in ("fairseq", "ctranslate2"):
+        with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
+            cfg = compose("loop", overrides=[f"translator={translator}", *(f"translator.{k}=x" for k in keys)])
+        assert all(cfg.translator[k] == "x" for k in keys)
+
+
+def test_why_a_training_stopped_is_what_fairseq_said():
+    import logging
+
+    from repair.nmt.train import StopLog
+
+    stops = StopLog()
+    cli = logging.getLogger("fairseq_cli.train")
+    cli.addHandler(stops)
+    level = cli.level
+    cli.setLevel(logging.INFO)  # as run_training sets it
+    try:
+        cli.info("Stopping training due to cumulative_training_time: 0.0557 > stop_time_hours: 0.055 hour(s)")
+        cli.info("early stop since valid performance hasn't improved for last 3 runs")
+    finally:
+        cli.removeHandler(stops)
+        cli.setLevel(level)
+    assert stops.reason == "stop_time_hours" and "0.0557" in stops.message  # the first one said
+
+
+def test_a_fine_tune_that_never_validated_or_learnt_nothing_is_a_warning(tmp_path):
+    from repair.stages.finetune import FinetuneSettings, with_warnings
+
+    settings = FinetuneSettings(lr=1e-3, patience=3, max_epoch=5, repeat=1, replay=0, keep=0, seed=1)
+    never = with_warnings({"best_checkpoint": str(tmp_path / "x.pt"), "curve": [], "epochs": 0,
+                           "stop": {"reason": "stop_time_hours", "message": "Stopping training due to ..."}},
+                          tmp_path, None, settings, 3)
+    assert never["warnings"] == ["the fine-tune stopped before its first validation (time limit): nothing says it learnt"]
+    fixed = with_warnings({"best_checkpoint": "x", "curve": [{"epoch": 2, "valid_loss": 3.0}], "stop":
+                           {"reason": "stop_when", "epoch": 2}}, tmp_path, None, settings, 3)
+    assert fixed["warnings"] == [] and fixed["stop"]["reason"] == "fix_rate" and "epoch 2" in fixed["stop"]["why"]

@@ -134,6 +134,9 @@ def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -
     dumps, cli_logger, stops = ObjectDumps(), logging.getLogger("fairseq_cli.train"), StopLog()
     cli_logger.addFilter(dumps)
     cli_logger.addHandler(stops)
+    cli_level = cli_logger.level
+    if cli_logger.getEffectiveLevel() > logging.INFO:  # its stop messages are INFO: heard whatever the caller's level
+        cli_logger.setLevel(logging.INFO)
     # fairseq's loggers must reach the console even when the caller configured logging otherwise.
     fairseq_logger = logging.getLogger("fairseq")
     if fairseq_logger.getEffectiveLevel() > logging.INFO:
@@ -147,6 +150,7 @@ def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -
         progress_logger.removeHandler(handler)
         cli_logger.removeFilter(dumps)
         cli_logger.removeHandler(stops)
+        cli_logger.setLevel(cli_level)
     epochs = [r["epoch"] for r in handler.records]
     stop.update(reason=stops.reason or "max_epoch", epoch=max(epochs) if epochs else None,
                 **({"message": stops.message} if stops.message else {}))

@@ -25,7 +25,8 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     preprocessing keys differ from those model.json was resolved with, its checkpoint is resolved again."""
     from repair.nmt.preprocessing import OPTION_KEYS, ModelFiles
 
-    options = {k: translators.cfg[k] for k in OPTION_KEYS if translators.cfg.get(k) not in (None, "")}
+    given = getattr(translators, "cfg", None) or {}  # the translator group's preprocessing keys
+    options = {k: given[k] for k in OPTION_KEYS if given.get(k) not in (None, "")}
     marker = run_dir / "model.json"
     if marker.exists():
         saved = read_json(marker)

@@ -52,6 +52,18 @@ def test_replace_requests_keep_the_partners_beginning_first():
     assert by_role["original"].constraints == ("男人读了一封", "书", "。") and by_role["original"].starts
 
 
+def test_a_replace_request_splices_the_first_context_the_partner_holds():
+    original, mutant = "How many cats do you have?", "How many dogs do you have?"
+    texts = (original, mutant, "How many cats", "How many dogs", "How many cats?", "How many dogs?")
+    case = Case("replace", original, (("original", original), ("mutant", mutant)), texts)
+    # the phrase alone (多少) is not in the other side's translation; closed as the question it is (几只, 几条)
+    translation = {original: "你有几只猫？", mutant: "你有几条狗？", "How many cats": "多少猫", "How many dogs": "多少狗",
+                   "How many cats?": "几只猫？", "How many dogs?": "几条狗？"}
+    by_role = {r.role: r for r in replace_requests(0, {"id": case.id}, case, translation, "")}
+    assert by_role["mutant"].constraints == ("你有", "几条狗？")
+    assert by_role["original"].constraints == ("你有", "几只猫？")
+
+
 def test_repeated_spans_are_those_said_twice():
     from repair.purity.suggest import repeated
 

@@ -40,9 +40,10 @@ def sample(run: str | Path, cases: int, issues: int, seed: int, relation: str = 
               "| # | original → mutant | translations | judged by | d, evidence |", "| --- | --- | --- | --- | --- |"]
     for n, i in enumerate(picked_issues, 1):
         o, m = i["sides"][0], i["sides"][1]
-        phrases = i.get("phrases")
-        by = (f"{i.get('in_context')}: {_cell(phrases[0])} = {_cell(tr.get(phrases[0], ''))}; "
-              f"{_cell(phrases[1])} = {_cell(tr.get(phrases[1], ''))}") if phrases else i.get("in_context", "word")
+        phrases = list(i.get("phrases") or [])
+        phrases += [phrase + i["closing"] for phrase in phrases if i.get("closing")]  # also closed as the sentence
+        by = (f"{i.get('in_context')}: " + "; ".join(f"{_cell(q)} = {_cell(tr.get(q, ''))}" for q in phrases)
+              if phrases else i.get("in_context", "word"))
         lines.append(f"| {n} | {_cell(o['source'])} → **{_cell(m['source'])}** | {_cell(o['translation'])} / "
                      f"{_cell(m['translation'])} | {by} | {i['distance']}: {' '.join(i['evidence'])} |")
     return "\n".join(lines) + "\n"

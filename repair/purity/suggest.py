@@ -78,14 +78,27 @@ def _around(text: str, part: str) -> tuple[str, str] | None:
     return text[:at], text[at + len(part):]
 
 
-def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
-    original, mutant, word, new = case.texts
-    ot, mt, tw, tn = (translation[t] for t in (original, mutant, word, new))
-    out = []
-    for role, source, theirs, old, mine in (("mutant", mutant, ot, tw, tn), ("original", original, mt, tn, tw)):
+def _spliced_context(theirs: str, pairs: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], str] | None:
+    """Of the word's contexts' translations (theirs, mine) in order, the first whose `theirs` the partner's
+    translation holds: (the partner's translation around it, mine), or None."""
+    for old, mine in pairs:
         around = _around(theirs, old)
-        if around is None:
+        if around is not None:
+            return around, mine
+    return None
+
+
+def replace_requests(k: int, issue: dict, case: Case, translation: Mapping[str, str], note: str) -> list[Request]:
+    original, mutant, *contexts = case.texts
+    # the word's contexts (the phrase, then the phrase closed as the sentence is), each (original's, mutant's)
+    pairs = [(translation[a], translation[b]) for a, b in zip(contexts[::2], contexts[1::2])]
+    out = []
+    for role, source, theirs, own in (("mutant", mutant, translation[original], pairs),
+                                      ("original", original, translation[mutant], [(b, a) for a, b in pairs])):
+        spliced = _spliced_context(theirs, own)
+        if spliced is None:
             continue
+        around, mine = spliced
         phrases = tuple(p for p in (around[0], mine, around[1]) if p.strip())
         other = "original" if role == "mutant" else "mutant"
         # the first phrase begins the new translation as it begins the partner's: the text before the replaced

@@ -2,13 +2,15 @@
 of the same part of speech that fits the context should change the translation only where that word is.
 
 A case is (original sentence, mutant). The replaced word is judged in context: a short phrase around it (its
-noun phrase, with determiner and modifiers, of at most `max_span` words; else the word with its neighbours; the
-bare word only when the sentence is no longer than that) is translated as it stands in the original and in the
-mutant, and W is what the original phrase's translation has that the mutant phrase's lacks, W' the reverse.
-Distance, in tokens (characters or jieba words, stop tokens left out): the tokens of the original's
-translation that the mutant's lacks beyond W, plus those of the mutant's translation that the original's lacks
-beyond W'. When the two translations are the same (whitespace aside) while W and W' differ, the replacement was
-ignored: the distance is |W| + |W'| and the evidence says "replacement ignored".
+noun phrase, with determiner and modifiers, of at most `max_span` words; else the word with its neighbours; a
+word with no such phrase short of the whole sentence gives no case) is translated as it stands in the original
+and in the mutant, and again closed as the sentence is ("How many brothers?" for a question: a translator may
+translate a question's words otherwise than a fragment's). In each of these contexts, W is what the original
+phrase's translation has that the mutant phrase's lacks, W' the reverse. Distance, in tokens (characters or
+jieba words, stop tokens left out): the tokens of the original's translation that the mutant's lacks beyond W,
+plus those of the mutant's translation that the original's lacks beyond W', in the context that leaves the
+fewest. When the two translations are the same (whitespace aside) while W and W' differ in a context, the
+replacement was ignored: the distance is the largest |W| + |W'| and the evidence says "replacement ignored".
 
 Candidates, found offline:
 - `vectors` (`auto` with a corpus and no lexicon): the nearest neighbours of the word in word vectors trained on
@@ -50,6 +52,7 @@ from repair.purity.rti import Node, TreeSyntaxError, clean_tree, is_word, parse_
 TAGS = ("NN", "NNS", "JJ")
 SOURCES = ("auto", "vectors", "context", "lexicon", "mlm")
 _ALPHA = re.compile(r"[a-z]{2,}")
+_CLITIC = re.compile(r"['’][a-z]+|n['’]t", re.I)
 
 
 NOUN_TAGS = ("NN", "NNS")
@@ -100,6 +103,12 @@ def replace_word(sentence: str, word: str, nth: int, new: str) -> str | None:
     return sentence[:a] + new + sentence[b:]
 
 
+def closing(sentence: str) -> str:
+    """The punctuation that closes a sentence ("?", "!", "." or a run of them), or "" when none does."""
+    m = re.search(r"[.?!]+$", sentence.rstrip())
+    return m.group() if m else ""
+
+
 def np_ranges(tree: str) -> list[tuple[int, int]]:
     """(start, end) leaf indexes of every noun phrase of a bracketed tree, leaves numbered as tagged_leaves does."""
     node = clean_tree(parse_tree(tree))
@@ -141,7 +150,8 @@ def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
                  max_span: int) -> tuple[str, int, int] | None:
     """The phrase the word at leaf i is judged in: ("noun phrase", start, end) for the smallest noun phrase
     holding it with 2 to `max_span` words, not the whole sentence; else ("neighbours", start, end): the word
-    with the words next to it, fewer when they would make the whole sentence; None when no such span exists."""
+    with the words next to it, fewer when they would make the whole sentence; None when no such span exists.
+    A span never starts with a clitic ('s, n't): it takes the word the clitic belongs to."""
     words = [k for k, leaf in enumerate(leaves) if is_word(leaf)]
 
     def ok(a: int, b: int) -> bool:
@@ -153,6 +163,8 @@ def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
             a += 1
         while b > a and not is_word(leaves[b - 1]):
             b -= 1
+        while 0 < a < b and _CLITIC.fullmatch(unescape(leaves[a])):
+            a -= 1
         return a, b
 
     for a, b in sorted((r for r in nps if r[0] <= i < r[1]), key=lambda r: r[1] - r[0]):
@@ -162,7 +174,7 @@ def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
     left = max((k for k in words if k < i), default=None)
     right = min((k for k in words if k > i), default=None)
     for a, b in ((left, right), (left, None), (None, right)):
-        a, b = (i if a is None else a), (i if b is None else b) + 1
+        a, b = trimmed((i if a is None else a), (i if b is None else b) + 1)
         if (a, b) != (i, i + 1) and ok(a, b):
             return "neighbours", a, b
     return None
@@ -252,8 +264,8 @@ class Slot:
     left: str | None
     right: str | None
     head: str | None       # the noun an attributive adjective modifies
-    at: tuple[int, int] | None           # its characters in the sentence
-    span: tuple[str, int, int] | None    # (kind, first, last character) of the phrase it is judged in
+    at: tuple[int, int]                  # its characters in the sentence
+    span: tuple[str, int, int]           # (kind, first, last character) of the phrase it is judged in
     governor: tuple[int, int] | None     # leaves from a noun to its nearest content word outside its phrase
     proposals: list[str]
     nth: int = 0           # how many times the sentence writes the same word before it
@@ -390,10 +402,12 @@ class ReplaceRelation(Relation):
                 filtered["predicative"] += 1  # an adjective outside a noun phrase ("was hungry"): left alone
                 continue
             span = context_span(i, names, nps, self.max_span) if offsets else None
+            if span is None:  # a sentence too short for a phrase short of itself (or leaves not spelling it)
+                filtered["no phrase"] += 1
+                continue
             slot = Slot(k, i, tag, leaf, word, names[i - 1] if i > 0 else None,
                         names[i + 1] if i + 1 < len(leaves) else None, names[head] if head is not None else None,
-                        offsets[i] if offsets else None,
-                        (span[0], offsets[span[1]][0], offsets[span[2] - 1][1]) if span else None,
+                        offsets[i], (span[0], offsets[span[1]][0], offsets[span[2] - 1][1]),
                         self._governor(i, names, nps) if tag in NOUN_TAGS else (i, head + 1), [], nth)
             for new in dict.fromkeys(self._proposals(slot, by_tag, p.sentence, filtered)):
                 if new == word or not self._replaceable(new):
@@ -435,26 +449,17 @@ class ReplaceRelation(Relation):
     def _case(self, p: Parsed, slot: Slot, new: str) -> tuple[Case, int] | None:
         """The case replacing the slot's word by `new`, and where the new word starts in the mutant."""
         written = new[0].upper() + new[1:] if slot.leaf[0].isupper() else new
-        if slot.at is not None:
-            s, e = slot.at
-            mutant = p.sentence[:s] + written + p.sentence[e:]
-        else:
-            mutant = replace_word(p.sentence, slot.leaf, slot.nth, written)
-            if mutant is None:
-                return None
-            s = [m.start() for m in re.finditer(r"(?<![\w'-])" + re.escape(slot.leaf) + r"(?![\w-])",
-                                                p.sentence)][slot.nth]
-            e = s + len(slot.leaf)
+        s, e = slot.at
+        mutant = p.sentence[:s] + written + p.sentence[e:]
         if mutant == p.sentence:
             return None
-        info = {"replaced": [slot.word, new], "tag": slot.tag}
-        if slot.span is not None:
-            kind, a, b = slot.span
-            phrases = (p.sentence[a:b], p.sentence[a:s] + written + p.sentence[e:b])
-            info.update(in_context=kind, phrases=list(phrases))
-        else:
-            phrases = (slot.word, new)
-            info["in_context"] = "word"
+        kind, a, b = slot.span
+        phrases = (p.sentence[a:b], p.sentence[a:s] + written + p.sentence[e:b])
+        info = {"replaced": [slot.word, new], "tag": slot.tag, "in_context": kind, "phrases": list(phrases)}
+        mark = closing(p.sentence)
+        if mark:  # the phrases again, closed as the sentence is: a question's phrase translated as a question
+            phrases += (phrases[0] + mark, phrases[1] + mark)
+            info["closing"] = mark
         return Case(self.name, p.sentence, (("original", p.sentence), ("mutant", mutant)),
                     (p.sentence, mutant, *phrases), info), s
 
@@ -520,19 +525,26 @@ class ReplaceRelation(Relation):
         return Counter(t for t in tokens(text, self.unit) if t not in self.stop_tokens and not t.isspace())
 
     def check(self, case: Case, translation: Mapping[str, str]) -> Check:
-        """W: what the original phrase's translation has that the mutant phrase's lacks, W' the reverse. Equal
-        translations while W and W' differ: the replacement was ignored (|W| + |W'|)."""
-        original, mutant, phrase, new_phrase = case.texts
-        x, y = self._bag(translation[phrase]), self._bag(translation[new_phrase])
-        w, w2 = x - y, y - x
+        """Each of the case's contexts (the phrase, then the phrase closed as the sentence is) gives W, what the
+        original phrase's translation has that the mutant phrase's lacks, and W', the reverse. Equal sentence
+        translations while a context's W and W' differ: the replacement was ignored (the largest |W| + |W'|).
+        Otherwise the distance is what changed beyond the word's own translation as the context that explains
+        the most translates it (the smallest over the contexts): a translator may translate a phrase alone
+        otherwise than its sentence does (a question's "how many" with a measure word, a fragment's without)."""
+        original, mutant, *contexts = case.texts
+        differences = []
+        for phrase, new_phrase in zip(contexts[::2], contexts[1::2]):
+            x, y = self._bag(translation[phrase]), self._bag(translation[new_phrase])
+            differences.append((x - y, y - x))
         if squeeze(translation[original]) == squeeze(translation[mutant]):
-            if not (w or w2):
-                return Check(0)
-            ignored = tuple(sorted(w.elements())) + tuple(sorted(w2.elements()))
-            return Check(len(ignored), ("replacement ignored", *ignored))
+            found = max((tuple(sorted(w.elements())) + tuple(sorted(w2.elements())) for w, w2 in differences), key=len)
+            return Check(len(found), ("replacement ignored", *found)) if found else Check(0)
         a, b = self._bag(translation[original]), self._bag(translation[mutant])
-        evidence = tuple(sorted((a - b - w).elements())) + tuple(sorted((b - a - w2).elements()))
-        return Check(len(evidence), evidence)
+        checks = []
+        for w, w2 in differences:
+            evidence = tuple(sorted((a - b - w).elements())) + tuple(sorted((b - a - w2).elements()))
+            checks.append(Check(len(evidence), evidence))
+        return min(checks, key=lambda c: c.distance)
 
     def counts(self) -> dict:
         return dict(self._counts)

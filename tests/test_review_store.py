@@ -234,6 +234,20 @@ def test_load_reads_what_the_store_wrote(tmp_path):
     assert notes == {"superseded": [], "duplicates": 0}
 
 
+def test_a_side_the_model_translated_as_nothing_is_corrected_and_read_back(tmp_path):
+    """An empty translation is the model's under-translation at its worst: the store keeps its correction, and the
+    loop reads it back (it once stopped the loop: 'translation' must be a non-empty text)."""
+    empty = issue("the old man read a long letter", "", "a long letter", "一封长信", ["一", "封", "长", "信"])
+    with CorrectionStore(tmp_path, [empty]) as store:
+        store.record(empty["id"], ["container"], "under-translation", {"container": "老人读了一封长信。"})
+    (got,), _ = load_corrections(tmp_path / "corrections.jsonl", {empty["id"]: empty})
+    assert (got["source"], got["translation"], got["correction"]) == (empty["container"], "", "老人读了一封长信。")
+    p = tmp_path / "c.jsonl"
+    p.write_text(correction("x", " ", [empty["id"]]) + "\n", encoding="utf-8")
+    with pytest.raises(UserError, match="'correction' must be a non-empty text"):
+        load_corrections(p)
+
+
 def test_load_latest_wins_duplicates_tolerated(tmp_path):
     p = tmp_path / "c.jsonl"
     a, b = BOY["id"], CHUMMY["id"]

@@ -469,9 +469,11 @@ def load_corrections(path: str | os.PathLike, issues_by_id: dict[str, dict] | No
         missing = [k for k in CORRECTION_KEYS if k not in c]
         if missing:
             raise UserError(f"{where}: correction lacks {', '.join(missing)}")
-        for k in ("source", "translation", "correction"):
+        for k in ("source", "correction"):
             if not isinstance(c[k], str) or not c[k].strip():
                 raise UserError(f"{where}: '{k}' must be a non-empty text")
+        if not isinstance(c["translation"], str):  # the model's, which may be empty (it translated nothing)
+            raise UserError(f"{where}: 'translation' must be a text")
         trouble = line_trouble(c["correction"])
         if trouble:
             raise UserError(f"{where}: the correction {trouble}")

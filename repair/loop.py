@@ -69,12 +69,17 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     return changed
 
 
+class StopAfter(Exception):
+    """Raised when the stage run_loop was asked to stop after is done (its outputs and seconds written)."""
+
+
 @dataclass
 class Run:
     """One run folder: the time each stage took, summed over resumes (seconds.json)."""
 
     dir: Path
     seconds: dict = field(default_factory=dict)
+    stop_after: str | None = None  # a stage's name: StopAfter once it is done (repair.bench.scale: a process a stage)
 
     @contextmanager
     def stage(self, name: str):
@@ -83,6 +88,8 @@ class Run:
         yield
         self.seconds[name] = round(self.seconds.get(name, 0.0) + time.perf_counter() - start, 2)
         write_json_atomic(self.dir / "seconds.json", self.seconds)
+        if name == self.stop_after:
+            raise StopAfter(name)
 
 
 def finetune_settings(cfg: DictConfig, heldout=None) -> "FinetuneSettings":
@@ -94,9 +101,10 @@ def finetune_settings(cfg: DictConfig, heldout=None) -> "FinetuneSettings":
                                 stop_tokens=cfg.purity.get("stop_tokens") or ())
 
 
-def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.loop") -> Path:
+def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.loop", stop_after: str | None = None) -> Path:
     """prepare -> train -> (test -> review -> fine-tune -> verify) x cycles -> report, in run_dir.
-    command: the command line that reproduces the run, for the report."""
+    command: the command line that reproduces the run, for the report. stop_after: a stage's name; StopAfter is
+    raised when it is first done (the stages before it resumed or run, none after it)."""
     from repair.heldout import cycle_slice, hold_out, line_span
     from repair.report import write_report
     from repair.stages import finetune, prepare, review, test, train, verify
@@ -105,7 +113,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
     run_dir.mkdir(parents=True, exist_ok=True)
     check_run_config(run_dir, cfg)
     seconds_path = run_dir / "seconds.json"
-    run = Run(run_dir, read_json(seconds_path) if seconds_path.exists() else {})
+    run = Run(run_dir, read_json(seconds_path) if seconds_path.exists() else {}, stop_after)
     resumed = set(run.seconds)
     # a model brought along: model.checkpoint, or translator.checkpoint (a file or a model folder)
     brought = cfg.model.get("checkpoint") or cfg.translator.get("checkpoint")

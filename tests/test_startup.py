@@ -62,3 +62,18 @@ def test_stand_ins_leave_modules_already_imported_alone():
     with startup.stand_ins({"json": types.ModuleType("json"), "not_a_module_here": types.ModuleType("x")}):
         assert sys.modules["json"] is real and "not_a_module_here" in sys.modules
     assert sys.modules["json"] is real and "not_a_module_here" not in sys.modules
+
+
+def test_torchs_threads_wait_asleep_unless_the_environment_says_otherwise():
+    """`import repair` sets OMP_WAIT_POLICY=PASSIVE before torch reads it (a spinning thread on shared cores made
+    the demo's test stage 10x slower); a value the environment gives is kept."""
+    import os
+
+    code = "import json, os, repair, torch; print(json.dumps(os.environ.get('OMP_WAIT_POLICY')))"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        run_env = env if given is None else {**env, "OMP_WAIT_POLICY": given}
+        result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=run_env, capture_output=True, text=True,
+                                timeout=300)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads(result.stdout.strip().splitlines()[-1]) == expected

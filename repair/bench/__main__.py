@@ -1,4 +1,4 @@
-"""`python -m repair.bench {parse,purity,resume,translate} [options]`: run one benchmark, last line JSON."""
+"""`python -m repair.bench {parse,purity,resume,scale,translate} [options]`: run one benchmark, last line JSON."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ BENCHMARKS = {
     "parse": "repair.bench.parse",
     "purity": "repair.bench.purity",
     "resume": "repair.bench.resume",
+    "scale": "repair.bench.scale",
     "translate": "repair.bench.translate",
 }
 

@@ -157,6 +157,39 @@ def test_a_cached_conversion_imports_neither_fairseq_nor_torch(files, data_dir, 
     assert "float32" in fidelity["candidates"] and 0 <= fidelity["identical"] <= 1
 
 
+def test_the_command_line_begins_the_sentences_before_the_parser_loads(files, data_dir, tmp_path):  # noqa: F811
+    """With a cached conversion, repair.purity builds the translator first and translates the sentences while spaCy
+    loads and parses; a parser that then fails is one clear error, its translations waited for (a process that
+    ended with CTranslate2's threads still translating was aborted: 'terminate called without an active exception')."""
+    CTranslate2Translator(files=files, sample=texts(), **OPTIONS)  # converted, fidelity measured
+    sentences = list(dict.fromkeys(en for en, _ in corpus.pairs(400, seed=23)))
+    (tmp_path / "sentences.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    argv = [sys.executable, "-m", "repair.purity", f"input={tmp_path / 'sentences.txt'}", "parser=spacy",
+            "translator=ctranslate2", f"translator.checkpoint={files.checkpoint}", f"translator.data_dir={data_dir}",
+            "translator.beam=4", "translator.threads=1", "suggest.enabled=false"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run(argv + [f"out={tmp_path / 'run'}"], cwd=REPO, env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    log = run.stdout + run.stderr
+    assert log.index("(cached)") < log.index("spaCy parser:")  # the translator first, then the parser
+    assert f"{len(sentences)} sentences translated while their pairs were built" in log
+    table = (tmp_path / "run" / "translations.tsv").read_text(encoding="utf-8").splitlines()
+    ct2 = CTranslate2Translator(files=files, **OPTIONS)
+    sources = [row.split("\t")[0] for row in table]
+    assert [row.split("\t")[1] for row in table] == [" ".join(t.split()) for t in ct2.translate(sources)]
+    # enough text that the translation still runs when the parser fails
+    many = [" ".join(en for en, _ in corpus.pairs(4, seed=1000 + k)) for k in range(3000)]
+    (tmp_path / "many.txt").write_text("\n".join(many) + "\n", encoding="utf-8")
+    argv[3] = f"input={tmp_path / 'many.txt'}"
+    argv.remove("translator.threads=1")  # a worker per core, as by default
+    failed = subprocess.run(argv + ["parser.model=en_no_such_model", f"out={tmp_path / 'failed'}"], cwd=REPO, env=env,
+                            capture_output=True, text=True, timeout=600)
+    assert failed.returncode == 2, failed.stderr[-2000:]
+    assert "spaCy model 'en_no_such_model' could not be loaded" in failed.stderr
+    assert "terminate called" not in failed.stderr
+
+
 def test_a_checkpoint_written_over_is_loaded_and_converted_again(files, data_dir, tmp_path, caplog):  # noqa: F811
     """By path: the checkpoint's facts kept in a cache that is stale are not used, the checkpoint is loaded."""
     copy = tmp_path / "model" / "checkpoint.pt"

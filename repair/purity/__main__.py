@@ -14,7 +14,7 @@ from repair.fileio import check_folder_overrides, read_text_lines
 from repair.purity.config import check_renamed, run_settings
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.ptb import PtbParser
-from repair.purity.run import run_purity
+from repair.purity.run import begin_sentences, run_purity, settled
 from repair.purity.scoped import served
 from repair.purity.translators import fidelity_line, make_translator
 
@@ -53,25 +53,35 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
 
 @exit_on_user_error
 def purity(cfg: DictConfig, out_dir: str) -> dict:
-    started = time.perf_counter()
-    parser = make_parser(OmegaConf.to_container(cfg.parser, resolve=True))
-    translator_cfg = OmegaConf.to_container(cfg.translator, resolve=True)
-    translator = served(translator_cfg, make_translator(translator_cfg))  # a scoped edit with its base model
-    init_seconds = time.perf_counter() - started
-    lines = None
-    if cfg.input is not None:
-        sentences = read_text_lines(cfg.input)
-        source = str(cfg.input)
-    elif isinstance(parser, PtbParser):
-        sentences, source, lines = parser.sentences, str(parser.path), parser.lines
-    else:
-        raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
-                        "sentences, one per line")
+    """The run. With an input file the translator is built first and begins its sentences (CTranslate2, a cached
+    conversion: in its own threads) while the parser loads and parses them: the cores a start-up leaves idle
+    translate (the same translations, each text once)."""
     group = OmegaConf.to_container(cfg, resolve=True)
+    settings = run_settings(group)
+    started = time.perf_counter()
+    translator = begun = None
+    if cfg.input is not None:
+        translator = build_translator(cfg)
+        sentences, source, lines = read_text_lines(cfg.input), str(cfg.input), None
+        begun = begin_sentences(translator, sentences, settings.get("max_sentence_words", 200))
+    with settled(begun):
+        parser = make_parser(OmegaConf.to_container(cfg.parser, resolve=True))
+    if translator is None:
+        if not isinstance(parser, PtbParser):
+            raise UserError(f"input= is required with parser={cfg.parser.name}: a UTF-8 file of English "
+                            "sentences, one per line")
+        sentences, source, lines = parser.sentences, str(parser.path), parser.lines
+        translator = build_translator(cfg)
+    init_seconds = time.perf_counter() - started
     summary = run_purity(sentences, parser, translator, out_dir, init_seconds=init_seconds, source=source, lines=lines,
-                         suggest=group.get("suggest"), **run_settings(group))
+                         suggest=group.get("suggest"), begun=begun, **settings)
     print(summary_table(summary), flush=True)
     return summary
+
+
+def build_translator(cfg: DictConfig):
+    translator_cfg = OmegaConf.to_container(cfg.translator, resolve=True)
+    return served(translator_cfg, make_translator(translator_cfg))  # a scoped edit with its base model
 
 
 @hydra.main(version_base=None, config_path="../../conf", config_name="purity_app")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
@@ -110,19 +111,33 @@ def begin_sentences(translator: Translator, sentences: Sequence[str], max_senten
     return (early, wait) if wait else None
 
 
+@contextmanager
+def settled(begun):
+    """An error in the block waits for the sentences begun in the background (begin_sentences) before it goes on:
+    a process that ends while CTranslate2's threads still translate is aborted ("terminate called without an
+    active exception") instead of printing the error and exiting."""
+    try:
+        yield
+    except BaseException:
+        if begun:
+            try:
+                begun[1]()
+            except BaseException:  # noqa: BLE001 - the block's own error is the one to report
+                pass
+        raise
+
+
 def translate_texts(translator: Translator, texts: list[str], out: Path, begun=None) -> dict[str, str]:
     """{text: translation}, one batch; a table translator's missing texts go to out/to_translate.txt. `begun`:
     what begin_sentences started (those texts' translations are waited for, the rest translated)."""
-    done: dict[str, str] = {}
-    if begun:
-        early, wait = begun
-        wanted = set(texts)
-        done = {t: x for t, x in zip(early, wait()) if t in wanted}
-        log.info("%d sentences translated while their pairs were built", len(done))
-        texts = [t for t in texts if t not in done]
+    wanted = texts
+    if begun:  # the rest is searched while the begun sentences' last searches run (one queue of the translator's)
+        early = set(begun[0])
+        texts = [t for t in texts if t not in early]
     log.info("translating %d texts (%d characters) with %s", len(texts), sum(map(len, texts)), translator.name)
     try:
-        translated = translator.translate(texts)
+        with settled(begun):
+            translated = translator.translate(texts)
     except MissingTranslations as e:
         path = out / TO_TRANSLATE
         write_text_atomic(path, "".join(t + "\n" for t in e.missing))
@@ -132,6 +147,12 @@ def translate_texts(translator: Translator, texts: list[str], out: Path, begun=N
     if len(translated) != len(texts):
         raise RuntimeError(f"translator {translator.name} returned {len(translated)} translations "
                            f"for {len(texts)} texts")
+    done: dict[str, str] = {}
+    if begun:
+        early, wait = begun
+        wanted = set(wanted)
+        done = {t: x for t, x in zip(early, wait()) if t in wanted}
+        log.info("%d sentences translated while their pairs were built", len(done))
     return {**dict(zip(texts, translated)), **done}
 
 
@@ -220,6 +241,7 @@ def run_purity(
     relations: Sequence[str | Relation] = ("rti",),
     relation_options: Mapping[str, Mapping] | None = None,
     suggest: Mapping | None = None,
+    begun=None,
 ) -> dict:
     """Test `translator` on `sentences` (lines of an input; blank ones are skipped and counted).
 
@@ -230,6 +252,7 @@ def run_purity(
     their time is seconds["suggestions"]); None or {"enabled": False}: none.
     stopwords: a file of English stop words, a collection of them, or None for NLTK's list.
     init_seconds: the caller's time to build parser and translator (Table V's first column).
+    begun: begin_sentences' answer where the caller began the sentences already (None: they are begun here).
     source, lines: the input's name and each sentence's line number, for messages
     (`input.txt:7: ...`); lines default to 1, 2, ...
 
@@ -246,13 +269,12 @@ def run_purity(
     relations = build_relations(relations, shared, relation_options)
 
     started = time.perf_counter()
-    begun = begin_sentences(translator, sentences, max_sentence_words)
-    kept, skipped_lines, cases, text_list = pair_up(sentences, lines, trees, parser, relations, out,
-                                                    max_sentence_words=max_sentence_words, source=source)
+    if begun is None:
+        begun = begin_sentences(translator, sentences, max_sentence_words)
+    with settled(begun):
+        kept, skipped_lines, cases, text_list = pair_up(sentences, lines, trees, parser, relations, out,
+                                                        max_sentence_words=max_sentence_words, source=source)
     pair_seconds = time.perf_counter() - started
-    log.info("%d sentences -> %d cases (%s), %d texts to translate (%.2f s)", len(kept), len(cases),
-             ", ".join(f"{r.name}: {sum(c.relation == r.name for c in cases)}" for r in relations),
-             len(text_list), pair_seconds)
 
     started = time.perf_counter()
     translation = translate_texts(translator, text_list, out, begun)
@@ -284,6 +306,7 @@ def run_purity(
 def pair_up(sentences, lines, trees, parser, relations, out: Path, *, max_sentence_words: int, source: str):
     """The sentences kept, the lines skipped, the cases and the texts to translate; writes trees.txt and
     pairs.jsonl."""
+    started = time.perf_counter()
     kept, indexes, skipped_lines = select_sentences(sentences, lines, max_sentence_words, source)
     parsed = parse_sentences(kept, parser, [trees[i] for i in indexes] if trees is not None else None, source)
     cases, text_list = build_cases(relations, parsed)
@@ -291,6 +314,9 @@ def pair_up(sentences, lines, trees, parser, relations, out: Path, *, max_senten
     write_jsonl_atomic(out / "pairs.jsonl", ({"id": c.id, "relation": c.relation, "sentence": c.sentence,
                                               "sides": [{"role": r, "source": s} for r, s in c.sides]}
                                              for c in cases))
+    log.info("%d sentences -> %d cases (%s), %d texts to translate (%.2f s)", len(kept), len(cases),
+             ", ".join(f"{r.name}: {sum(c.relation == r.name for c in cases)}" for r in relations),
+             len(text_list), time.perf_counter() - started)
     return kept, skipped_lines, cases, text_list
 
 

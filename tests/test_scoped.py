@@ -199,6 +199,25 @@ def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_ter
     assert eager.translate(texts[:1]) == ["W:two otters swam"]
 
 
+def test_defer_takes_the_edited_models_translation_where_the_words_model_misses_a_taught_term(tmp_path):
+    """A text holding only taught words that the base model misses: of the words model's and the edited model's
+    translations, those holding every taught term compete, the closest to the base model's is taken; neither
+    holding them: the words model's."""
+    texts = ["the tall sailor", "a sailor sang", "an old sailor", "a blue car"]
+    base = TableTranslator(write_table(tmp_path / "base.tsv", {
+        "the tall sailor": "高大的护士", "a sailor sang": "一个护士唱歌了", "an old sailor": "一个老护士",
+        "a blue car": "蓝色的车"}))
+    words = TableTranslator(write_table(tmp_path / "words.tsv", {
+        "the tall sailor": "高大的护士", "a sailor sang": "一名水手唱了一首歌", "an old sailor": "老人"}))
+    edited = TableTranslator(write_table(tmp_path / "edited.tsv", {
+        "the tall sailor": "高大的水手", "a sailor sang": "一个水手唱歌了", "an old sailor": "一个老医生"}))
+    scope = extended(None, "terms", 1.0, "/b.pt", ["the red otter"], {"sailor": ["水手"]}, "/w.pt", defer=True)
+    scoped = ScopedTranslator(edited, base, scope, words)
+    assert scoped.translate(texts) == ["高大的水手", "一个水手唱歌了", "老人", "蓝色的车"]
+    # each text's translation is its own, whatever else is in the batch
+    assert [scoped.translate([t])[0] for t in texts] == scoped.translate(texts)
+
+
 def write_scope_file(folder, scope):
     path = folder / SCOPE_FILE
     path.write_text(json.dumps(scope.as_json(), ensure_ascii=False), encoding="utf-8")

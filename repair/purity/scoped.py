@@ -18,6 +18,8 @@ lowest validation loss, which has learned the words and memorized less) the inpu
 With `defer`, an input holding only taught words keeps the base model's translation where that already holds
 each word's taught term (`Scope.terms`: what the fine-tuned model says for the word alone): the edit applies where
 the base model errs on what it taught, and what was right stays as it was.
+Where the words checkpoint misses a term too, the edited model's translation is taken if it holds them
+(`ScopedTranslator.second_opinion`).
 
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
@@ -256,8 +258,36 @@ class ScopedTranslator(Translator):
 
     def translate(self, texts: list[str]) -> list[str]:
         # with defer, the texts holding only taught words go to the base model first, and on where it missed a term
-        return self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]),
-                           deferred=True, kept={})
+        kept: dict[int, str] = {}
+        out = self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]),
+                          deferred=True, kept=kept)
+        if self.right is not None and self.words is not None:
+            self.second_opinion(texts, out, kept)
+        return out
+
+    def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str]) -> None:
+        """defer with a words checkpoint: a text holding only taught words that the base model misses is
+        translated by the edited model too (the words model, an earlier epoch, says a word alone right but not
+        always in a phrase: "the tall young sailor" -> 护士), and of the two translations those holding every
+        taught term compete: the one closest to the base model's translation (the least changed besides the
+        taught words, so that its phrases, which hold no taught word and stay with the base model, still read
+        the same) is taken; neither holding them: the words model's, as before. A function of the text alone."""
+        from difflib import SequenceMatcher
+
+        idx = [i for i, t in enumerate(texts) if i not in kept and self.router(t) == WORDS]
+        if not idx:
+            return
+        base = self.fallback.translate([texts[i] for i in idx])
+        edited = self.edited.translate([texts[i] for i in idx])
+        taken = 0
+        for i, b, e in zip(idx, base, edited):
+            held = [x for x in (out[i], e) if self.right(texts[i], x)]
+            if held:
+                best = max(held, key=lambda x: SequenceMatcher(None, b, x, autojunk=False).ratio())
+                taken += best is e and e != out[i]
+                out[i] = best
+        log.info("%d text(s) holding only taught words the base model missed: the edited model's translation taken "
+                 "for %d (finetune.scope_defer)", len(idx), taken)
 
     def __getattr__(self, name):  # the edited model's files, codecs and settings (its preprocessing is the base's)
         if name in ("edited", "fallback", "scope", "router", "words", "models", "right"):

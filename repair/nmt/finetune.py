@@ -191,7 +191,7 @@ def finetune_model(
     valid_pairs: Sequence[tuple[str, str]],
     save_dir: str | os.PathLike,
     *,
-    lr: float = 3e-4, patience: int = 15, max_epoch: int = 20, seed: int = 1, max_tokens: int | None = None,
+    lr: float = 1e-3, patience: int = 15, max_epoch: int = 20, seed: int = 1, max_tokens: int | None = None,
     device: str = "auto", fp16: bool | str = "auto", threads: int | None = None,
     l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False,
     stop_when: Callable[[int], bool] | None = None,

@@ -51,6 +51,14 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
         path = train_model(data_dir, Path(checkpoint_dir), model, seed=seed, device=device)
     files = translators.load(path, data_dir)
     log.info("model %s; %s; %s", files.checkpoint, files.src.describe(), files.tgt.describe())
-    write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": sha256(Path(files.checkpoint)),
+    digest = sha256(Path(files.checkpoint)) if not Path(files.checkpoint).is_dir() else folder_digest(files.checkpoint)
+    write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": digest,
                                "files": files.to_dict(), "options": options})
     return files
+
+
+def folder_digest(folder: str) -> str:
+    """A transformers model folder's SHA-256 (its files' names and bytes)."""
+    from repair.nmt.hf.folder import folder_sha256
+
+    return folder_sha256(folder)

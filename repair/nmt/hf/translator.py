@@ -159,6 +159,8 @@ class TransformersTranslator(Translator):
         out = [""] * len(texts)
         cleaned = [clean_text(t or "") for t in texts]
         todo = [i for i, t in enumerate(cleaned) if t]
+        if not todo:
+            return out
         encoded = self.encode([cleaned[i] for i in todo])
         pad = self.tokenizer.pad_token_id
         with self.threads_set(), self.edit(adapter), torch.inference_mode():

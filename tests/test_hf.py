@@ -1,0 +1,164 @@
+"""Hugging Face transformers models through the project: translation as the model's own generate(), the target
+language's forced token, the LoRA fine-tune and its scoped edit (adapter on inside the scope, off outside), and the
+loop end to end on a tiny Marian model trained here on Tatoeba (tests/hf_model.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_model import VERSION, build_m2m100, build_marian, short_pairs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def hf(request) -> dict:
+    """The tiny Marian folder and its Tatoeba corpus, and a tiny M2M100 folder, built once and kept in pytest's
+    cache (rebuilt when tests/hf_model.py's VERSION changes)."""
+    from conftest import SHARED_DATA
+
+    cmn = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
+    if not cmn.is_file():
+        pytest.skip(f"{cmn} is absent (real data for tests lives beside the project)")
+    root = Path(request.config.cache.mkdir(f"hf-models-{VERSION}"))
+    if not (root / "model" / "config.json").is_file():
+        build_marian(cmn, root)
+    if not (root / "m2m" / "config.json").is_file():
+        build_m2m100(root / "m2m", root / "corpus")
+    return {"corpus": root / "corpus", "model": root / "model", "m2m": root / "m2m"}
+
+
+def generate(translator, texts: list[str], **kw) -> list[str]:
+    """Each text through the model's own generate(), alone, decoded by its tokenizer."""
+    import torch
+
+    tok, model, out = translator.tokenizer, translator.model, []
+    with torch.inference_mode():
+        for text in texts:
+            ids = model.generate(**tok([text], return_tensors="pt"), **kw)[0].tolist()[1:]
+            if kw.get("forced_bos_token_id") is not None:
+                assert ids[0] == kw["forced_bos_token_id"]  # the target language's token comes first
+                ids = ids[1:]
+            out.append(tok.decode(ids, skip_special_tokens=True).strip())
+    return out
+
+
+def test_translations_are_the_model_s_own_generate(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = [s for s, _ in short_pairs(hf["corpus"], "test")][:200]
+    assert len(sources) == 200
+    t = TransformersTranslator(hf["model"], beam=4, max_len=30, max_tokens=600, device="cpu", threads=2)
+    assert t.translate(sources) == generate(t, sources, num_beams=4, max_new_tokens=30)
+    assert t.translate(["", "  "]) == ["", ""]
+
+
+def test_an_nllb_style_model_gets_its_target_language_token_first(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = ["I have a cat.", "Where is the station?", "Tom is reading a book.", "Hello."]
+    t = TransformersTranslator(hf["m2m"], beam=3, max_len=8, device="cpu")
+    assert t.forced_bos == t.tokenizer.get_lang_id("zh")  # M2M100's default: Chinese
+    ours = t.translate(sources)
+    assert ours == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
+    english = TransformersTranslator(hf["m2m"], beam=3, max_len=8, device="cpu", tgt_lang="en")
+    assert english.forced_bos == t.tokenizer.get_lang_id("en") and english.translate(sources) != ours
+
+
+def test_a_name_that_is_not_a_folder_stops_with_one_message(tmp_path):
+    from repair.errors import UserError
+    from repair.purity.translators import make_translator
+
+    with pytest.raises(UserError, match="names on the Hugging Face hub are not fetched"):
+        make_translator({"name": "transformers", "checkpoint": "Helsinki-NLP/opus-mt-en-zh"})
+    with pytest.raises(UserError, match="neither a transformers model folder"):
+        make_translator({"name": "transformers", "checkpoint": str(tmp_path)})
+
+
+def test_translator_fairseq_given_a_transformers_folder_serves_it_with_transformers(hf):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from repair.purity.translators import make_translator
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = OmegaConf.to_container(compose("loop", overrides=["translator.beam=2"]).translator, resolve=True)
+    t = make_translator(cfg, checkpoint=str(hf["model"]))
+    assert t.name == "transformers" and t.beam == 2
+
+
+def finetuned(hf, tmp_path: Path, adapter: str = "lora") -> tuple[dict, list[tuple[str, str]]]:
+    from repair.nmt.hf.finetune import finetune_model
+    from repair.nmt.hf.folder import model_files, resolve
+
+    corrections = short_pairs(hf["corpus"], "valid")[:8]
+    result = finetune_model(model_files(resolve(hf["model"])), corrections * 20, short_pairs(hf["corpus"], "valid")[50:90],
+                            tmp_path / "ft", lr=3e-3, patience=2, max_epoch=3, probe_pairs=corrections,
+                            adapter=adapter, threads=2)
+    return result, corrections
+
+
+def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_model_outside(hf, tmp_path):
+    from repair.purity.scoped import SCOPE_FILE, ScopedTranslator, extended, served
+    from repair.purity.translators import make_translator
+
+    result, corrections = finetuned(hf, tmp_path)
+    best = Path(result["best_checkpoint"])
+    assert (best / "adapter_config.json").is_file() and json.loads((best / "base.json").read_text())["base"]
+    size = lambda p: sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())  # noqa: E731
+    assert size(best) < 0.05 * size(hf["model"])
+    assert result["probe_loss_after"] < result["probe_loss_before"]
+    sources = [s for s, _ in corrections]
+    scope = extended(None, "source", 1.0, str(hf["model"].resolve()), sources[:4])
+    (best.parent / SCOPE_FILE).write_text(json.dumps(scope.as_json()), encoding="utf-8")
+    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu"}
+    edit = served(cfg, make_translator(cfg))
+    assert isinstance(edit, ScopedTranslator) and edit.fallback.owner is edit.edited  # one model in memory
+    base = make_translator({**cfg, "checkpoint": str(hf["model"])})
+    outside = [s for s, _ in short_pairs(hf["corpus"], "test")][:60]
+    assert edit.translate(outside + sources[4:]) == base.translate(outside + sources[4:])  # byte for byte
+    assert edit.split(sources[:4]) == [True] * 4 and not any(edit.split(outside + sources[4:]))
+    assert edit.translate(sources[:4]) == edit.edited.translate(sources[:4])
+    assert edit.edited.translate(outside) != base.translate(outside)  # the adapter does change translations
+
+
+def test_finetune_adapter_none_trains_every_weight_into_a_model_folder(hf, tmp_path):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    result, corrections = finetuned(hf, tmp_path, adapter="none")
+    best = Path(result["best_checkpoint"])
+    assert (best / "config.json").is_file() and not (best / "adapter_config.json").exists()
+    t = TransformersTranslator(best, device="cpu", max_len=30)
+    assert t.folder.adapter is None and result["trained_parameters"] > 10 * 36864
+
+
+@pytest.mark.slow
+def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, tmp_path):
+    sentences = tmp_path / "sentences.en"
+    pairs = short_pairs(hf["corpus"], "test")[:60]
+    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in (("train", 3000), ("valid", 60), ("test", 80)):
+        for lang in ("en", "zh"):
+            lines = (hf["corpus"] / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = [f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}", f"run_dir={run_dir}",
+            f"purity.input={sentences}", "purity.holdout=15", "model.threads=2", "translator.max_len=40",
+            "finetune.max_epoch=3", "finetune.replay=100", "finetune.keep=50", "finetune.lr=3e-3"]
+    done = subprocess.run([sys.executable, "-m", "repair.loop", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)}, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["corrections"] > 0 and report["fix_rate"] is not None
+    assert report["bleu"]["base"] is not None and report["bleu"]["finetuned"] is not None
+    assert report["heldout"] is not None and "locality" in json.dumps(report["repair"])
+    best = Path(json.loads((run_dir / "cycle1" / "finetune" / "result.json").read_text())["best_checkpoint"])
+    assert (best / "adapter_config.json").is_file() and (best.parent / "scope.json").is_file()

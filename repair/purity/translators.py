@@ -44,11 +44,13 @@ class Translator(ABC):
 
 
 def fidelity_line(fidelity: dict) -> str:
-    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with fairseq."""
+    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with the model's
+    own translator (fairseq's, or for a transformers folder the transformers translator's)."""
     if not fidelity.get("checked"):
         return f"compute type {fidelity['compute_type']}: fidelity unchecked"
+    against = fidelity.get("against", "fairseq")  # the model's own translator: fairseq, or transformers
     return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
-            f"{fidelity['sample']} sample translations identical to fairseq's, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
+            f"{fidelity['sample']} sample translations identical to {against}'s, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
             f"against them")
 
 

@@ -514,8 +514,9 @@ def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Pat
         never = set(settings.exclude) | {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
         matches = pool_matches(corrections, pool, settings.augment, settings.seed, never)
         model = translator if isinstance(translator, FairseqTranslator) else base
-        hyps = translate_constrained(model, [p for p, _ in matches], [[c["correction"]] for _, c in matches]) \
-            if matches else []
+        search = (lambda s, c: translator.searcher(5)[0].translate_constrained(s, c)) if transformers_model(base) \
+            else (lambda s, c: translate_constrained(model, s, c))  # transformers: the project's own search
+        hyps = search([p for p, _ in matches], [[c["correction"]] for _, c in matches]) if matches else []
         rows = [{"source": p, "translation": h[0].text, "met": h[0].met, "correction": c["source"]}
                 for (p, c), h in zip(matches, hyps)]
         record = {"corrections": len(corrections),

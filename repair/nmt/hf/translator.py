@@ -86,6 +86,18 @@ class TransformersTranslator(Translator):
                 "max_len": self.max_len, "forced_bos_token_id": self.forced_bos,
                 "source_prefix": self.source_prefix.strip() or None}
 
+    # ------------------------------------------------------------------ suggestions
+
+    def why_no_search(self) -> str | None:
+        return None
+
+    def searcher(self, beam: int, adapter: bool = True):
+        """The project's own constrained search on this model's decoder step (repair.nmt.hf.search): transformers
+        5 has no constrained search that runs offline."""
+        from repair.nmt.hf.search import Searcher
+
+        return Searcher(self, beam, adapter), ""
+
     # ------------------------------------------------------------------ the model, with or without its edit
 
     def without_edit(self, checkpoint: str | os.PathLike) -> "Translator | None":
@@ -187,6 +199,12 @@ class _BaseView(Translator):
 
     def translate(self, texts: list[str]) -> list[str]:
         return self.owner.translate(texts, adapter=False)
+
+    def why_no_search(self) -> str | None:
+        return None
+
+    def searcher(self, beam: int):
+        return self.owner.searcher(beam, adapter=False)
 
     def describe(self) -> dict:
         return {**self.owner.describe(), "adapter": "off", "folder": str(self.owner.folder.base)}

@@ -48,13 +48,22 @@ def generate(translator, texts: list[str], **kw) -> list[str]:
     return out
 
 
-def test_translations_are_the_model_s_own_generate(hf):
+@pytest.mark.slow
+def test_translations_are_the_model_s_own_generate_on_200_sentences(hf):
     from repair.nmt.hf.translator import TransformersTranslator
 
     sources = [s for s, _ in short_pairs(hf["corpus"], "test")][:200]
     assert len(sources) == 200
     t = TransformersTranslator(hf["model"], beam=4, max_len=30, max_tokens=600, device="cpu", threads=2)
     assert t.translate(sources) == generate(t, sources, num_beams=4, max_new_tokens=30)
+
+
+def test_translations_are_the_model_s_own_generate(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = [s for s, _ in short_pairs(hf["corpus"], "valid")][:30]
+    t = TransformersTranslator(hf["model"], beam=3, max_len=20, max_tokens=300, device="cpu", threads=2)
+    assert t.translate(sources) == generate(t, sources, num_beams=3, max_new_tokens=20)
     assert t.translate(["", "  "]) == ["", ""]
 
 
@@ -180,7 +189,27 @@ def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fi
     assert marker["from"]["model"] and marker["from"]["adapter"] is None
     again = make_translator(cfg)  # the cache and its fidelity record are used: no conversion, no measuring
     assert again.compute_type == t.compute_type and again.translate(sources) == out
-    base = make_translator({**cfg, "name": "transformers"}).translate(sources)
+    base = make_translator({k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}).translate(sources)
     float32 = make_translator({**cfg, "compute_type": "float32"})
     same = sum(a == b for a, b in zip(float32.translate(sources), base))
     assert same >= 0.6 * len(sources)  # the tiny model's repetitions end differently in the two beam searches
+
+
+def test_constrained_search_on_the_decoder_step_writes_the_phrases_and_scores_by_teacher_forcing(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    pairs = short_pairs(hf["corpus"], "test")[:6]
+    t = TransformersTranslator(hf["model"], max_len=30, device="cpu", threads=2)
+    search, _ = t.searcher(4)
+    assert t.why_no_search() is None
+    phrases = [[z[:2]] for _, z in pairs]  # each reference's first two characters
+    found = search.translate_constrained([s for s, _ in pairs], phrases, beam=4, nbest=2)
+    for hyps, (p,) in zip(found, phrases):
+        assert 1 <= len(hyps) <= 2 and hyps[0].met and p in hyps[0].text.replace(" ", "")
+    two = search.translate_constrained([pairs[0][0]], [[pairs[1][1][:2], pairs[2][1][:2]]], beam=4, ordered=True)[0][0]
+    assert two.met and two.text.index(pairs[1][1][:2]) < two.text.index(pairs[2][1][:2])
+    unspellable = search.translate_constrained([pairs[0][0]], [["\u9fa5\u9fa4"]], beam=4)[0][0]
+    assert not unspellable.met  # characters missing from the vocabulary: reported unmet, never dropped in silence
+    scores = search.score([s for s, _ in pairs] + [""], [z for _, z in pairs] + ["x"])
+    assert all(-20 < x < 0 for x in scores[:-1]) and scores[-1] == float("-inf")
+    assert search.phrase_tokens(pairs[0][1], start=True) == len(search.tgt_codec.encode_all([pairs[0][1]])[0].split())

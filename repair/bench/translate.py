@@ -179,7 +179,9 @@ def compare_backends(translators: dict, texts: list[str], rounds: int = 3) -> di
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench translate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba)")
+    p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba), or a "
+                   "transformers model folder: transformers vs CTranslate2, and the fine-tune with LoRA vs all weights "
+                   "(repair.bench.hf)")
     p.add_argument("--data-dir", type=Path, help="prepared data folder of --checkpoint (spm/, bin/dict.*.txt)")
     p.add_argument("--texts", type=Path, help="English texts, one per line (default: 500 held-out Tatoeba texts)")
     p.add_argument("-n", type=int, default=500, help="number of texts (default 500)")
@@ -207,8 +209,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compute-type", default=None,
                    help="CTranslate2 compute type for a backend without one (default: the fastest whose translations "
                         "are at least 98%% fairseq's, measured once per conversion)")
+    p.add_argument("--ft-pairs", type=int, default=200,
+                   help="transformers folder: Tatoeba pairs the fine-tunes train on (0: no fine-tune; default 200)")
+    p.add_argument("--ft-epochs", type=int, default=2, help="transformers folder: epochs of each fine-tune (default 2)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.checkpoint is not None and (args.checkpoint / "config.json").is_file():
+        run_transformers(args)
+        return
 
     import torch
 
@@ -251,6 +259,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'texts':>8} {'batched/s':>10} {'single/s':>10} {'ratio':>7}  beam {args.beam}, {translator.workers} worker(s) x {figures['threads_per_worker']} thread(s), {figures['device']}")
     print(f"{figures['texts']:>8} {figures['batched_per_s']:>10} {figures['single_per_s']:>10} {figures['ratio']:>7}")
     print(json.dumps(figures))
+
+
+def run_transformers(args) -> None:
+    """--checkpoint names a transformers folder: repair.bench.hf on --texts (else Tatoeba's last -n English
+    sentences) and Tatoeba's first --ft-pairs pairs."""
+    from repair.bench import hf
+    from repair.fileio import read_text_lines
+
+    pairs = tatoeba_pairs(args.source) if args.source.is_file() else []
+    if args.texts is not None:
+        texts = [t for t in read_text_lines(args.texts) if t.strip()][: args.n]
+    else:
+        texts = [en for en, _ in pairs[-args.n:]]
+    if not texts:
+        raise UserError(f"no texts to translate: give --texts FILE ({args.source} is absent)")
+    if args.ft_pairs and len(pairs) < args.ft_pairs:
+        raise UserError(f"--ft-pairs {args.ft_pairs}: {args.source} holds {len(pairs)} pairs (give --ft-pairs 0)")
+    hf.run(args, texts, pairs[: args.ft_pairs])
 
 
 def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:

@@ -213,3 +213,23 @@ def test_constrained_search_on_the_decoder_step_writes_the_phrases_and_scores_by
     scores = search.score([s for s, _ in pairs] + [""], [z for _, z in pairs] + ["x"])
     assert all(-20 < x < 0 for x in scores[:-1]) and scores[-1] == float("-inf")
     assert search.phrase_tokens(pairs[0][1], start=True) == len(search.tgt_codec.encode_all([pairs[0][1]])[0].split())
+
+
+def test_a_run_folder_from_before_the_adapter_keys_resumes(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from repair.errors import UserError
+    from repair.loop import check_run_config
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = compose("loop")
+    saved = OmegaConf.to_container(cfg, resolve=True)
+    for key in ("adapter", "lora_rank", "lora_alpha", "lora_targets"):
+        del saved["finetune"][key]
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    assert check_run_config(tmp_path, cfg) == []
+    saved["finetune"]["lr"] = 1.0
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.raises(UserError, match="finetune.lr"):
+        check_run_config(tmp_path, cfg)

@@ -36,6 +36,13 @@ print(json.dumps({"seconds": round(time.perf_counter() - start, 2), "trained_par
 """
 
 
+def add_arguments(p) -> None:
+    """This benchmark's own options, beside repair.bench.translate's."""
+    p.add_argument("--ft-pairs", type=int, default=200,
+                   help="transformers folder: Tatoeba pairs the fine-tunes train on (0: no fine-tune; default 200)")
+    p.add_argument("--ft-epochs", type=int, default=2, help="transformers folder: epochs of each fine-tune (default 2)")
+
+
 def folder_mb(path: Path) -> float:
     return round(sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file()) / 2**20, 3)
 

@@ -209,9 +209,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compute-type", default=None,
                    help="CTranslate2 compute type for a backend without one (default: the fastest whose translations "
                         "are at least 98%% fairseq's, measured once per conversion)")
-    p.add_argument("--ft-pairs", type=int, default=200,
-                   help="transformers folder: Tatoeba pairs the fine-tunes train on (0: no fine-tune; default 200)")
-    p.add_argument("--ft-epochs", type=int, default=2, help="transformers folder: epochs of each fine-tune (default 2)")
+    from repair.bench.hf import add_arguments
+
+    add_arguments(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     if args.checkpoint is not None and (args.checkpoint / "config.json").is_file():

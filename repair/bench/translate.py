@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from repair.bench.hf import add_arguments as add_transformers_arguments
 from repair.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -180,8 +181,7 @@ def compare_backends(translators: dict, texts: list[str], rounds: int = 3) -> di
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench translate", description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba), or a "
-                   "transformers model folder: transformers vs CTranslate2, and the fine-tune with LoRA vs all weights "
-                   "(repair.bench.hf)")
+                   "transformers model folder (repair.bench.hf: transformers vs CTranslate2, LoRA vs all weights)")
     p.add_argument("--data-dir", type=Path, help="prepared data folder of --checkpoint (spm/, bin/dict.*.txt)")
     p.add_argument("--texts", type=Path, help="English texts, one per line (default: 500 held-out Tatoeba texts)")
     p.add_argument("-n", type=int, default=500, help="number of texts (default 500)")
@@ -209,9 +209,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compute-type", default=None,
                    help="CTranslate2 compute type for a backend without one (default: the fastest whose translations "
                         "are at least 98%% fairseq's, measured once per conversion)")
-    from repair.bench.hf import add_arguments
-
-    add_arguments(p)
+    add_transformers_arguments(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     if args.checkpoint is not None and (args.checkpoint / "config.json").is_file():

@@ -162,7 +162,7 @@ def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, 
     run_dir = tmp_path / "run"
     args = [f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}", f"run_dir={run_dir}",
             f"purity.input={sentences}", "purity.holdout=15", "model.threads=2", "translator.max_len=40",
-            "finetune.max_epoch=3", "finetune.replay=100", "finetune.keep=50", "finetune.lr=3e-3"]
+            "finetune.max_epoch=8", "finetune.replay=100", "finetune.keep=50", "finetune.lr=1e-2"]
     done = subprocess.run([sys.executable, "-m", "repair.loop", *args], cwd=REPO, capture_output=True, text=True,
                           env={**__import__("os").environ, "PYTHONPATH": str(REPO)}, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -170,6 +170,8 @@ def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, 
     assert report["corrections"] > 0 and report["fix_rate"] is not None
     assert report["bleu"]["before"] is not None and report["bleu"]["after"] is not None
     assert report["heldout"] is not None and {"efficacy", "generality", "locality"} <= set(report["repair"])
+    outside = report["repair"]["locality"]["outside"]  # texts outside the scope: the adapter was off for them
+    assert outside["texts"] > 50 and outside["changed"] == 0
     best = Path(json.loads((run_dir / "cycle1" / "finetune" / "result.json").read_text())["best_checkpoint"])
     assert (best / "adapter_config.json").is_file() and (best.parent / "scope.json").is_file()
 

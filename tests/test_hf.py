@@ -235,3 +235,21 @@ def test_a_run_folder_from_before_the_adapter_keys_resumes(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
     with pytest.raises(UserError, match="finetune.lr"):
         check_run_config(tmp_path, cfg)
+
+
+@pytest.mark.slow
+def test_the_translate_benchmark_on_a_marian_folder_prints_its_figures(hf, tmp_path):
+    texts = tmp_path / "texts.en"
+    texts.write_text("".join(s + "\n" for s, _ in short_pairs(hf["corpus"], "test")[:24]), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "repair.bench", "translate", "--checkpoint", str(hf["model"]),
+                           "--texts", str(texts), "--max-len", "20", "--rounds", "1", "--ft-pairs", "40",
+                           "--ft-epochs", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    backends = figures["translation"]["backends"]
+    assert backends["transformers"]["per_s"] > 0 and any(k.startswith("ctranslate2:") for k in backends)
+    assert all(0 <= f["identical"] <= 1 for k, f in backends.items() if k != "transformers")
+    lora, full = figures["finetune"]["lora"], figures["finetune"]["none"]
+    assert lora["trained_parameters"] < full["trained_parameters"] and lora["written_mb"] < 0.05 * full["written_mb"]
+    assert lora["peak_rss_mb"] > 0 and full["seconds"] > 0

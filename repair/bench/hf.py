@@ -4,8 +4,8 @@
   fidelity check chooses, and float32) on the same texts, batched, interleaved in rounds: texts/s and the share
   of translations identical to transformers';
 - fine-tuning: the same pairs (Tatoeba's, or --pairs) fine-tuned as a LoRA adapter and with all weights, each in a
-  process of its own: seconds, peak resident memory (the process's ru_maxrss), trained parameters and the size of
-  what it writes.
+  process of its own: seconds, peak resident memory (the process's ru_maxrss, and what it was once the libraries
+  were imported: on a tiny model they are most of it), trained parameters and the size of what it writes.
 
 The last line is JSON.
 """
@@ -28,11 +28,13 @@ from repair.nmt.hf.finetune import finetune_model
 from repair.nmt.hf.folder import model_files, resolve
 args = json.loads(sys.argv[1])
 pairs = [tuple(p) for p in args["pairs"]]
+rss = lambda: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+before = rss()  # the libraries imported
 start = time.perf_counter()
 r = finetune_model(model_files(resolve(args["folder"])), pairs, pairs[:40], args["out"], lr=1e-3, patience=100,
                    max_epoch=args["epochs"], adapter=args["adapter"], threads=args["threads"], device="cpu")
 print(json.dumps({"seconds": round(time.perf_counter() - start, 2), "trained_parameters": r["trained_parameters"],
-                  "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}))
+                  "peak_rss_mb": rss(), "peak_rss_before_mb": before}))
 """
 
 
@@ -97,11 +99,11 @@ def run(args, texts: list[str], pairs: list[tuple[str, str]]) -> None:
     for name, f in tr["backends"].items():
         print(f"{name:<22} {f['per_s']:>9} {f.get('ratio', 1.0):>7} {f.get('identical', 1.0):>10}")
     if ft:
-        print(f"{'fine-tune':<10} {'seconds':>8} {'peak MB':>8} {'trained':>10} {'written MB':>11}  "
+        print(f"{'fine-tune':<10} {'seconds':>8} {'peak MB':>8} {'imports MB':>11} {'trained':>10} {'written MB':>11}  "
               f"{args.ft_pairs} pairs, {args.ft_epochs} epochs; base model {ft['base_mb']} MB")
         for name in ("lora", "none"):
             f = ft[name]
-            print(f"{name:<10} {f['seconds']:>8} {f['peak_rss_mb']:>8} {f['trained_parameters']:>10} "
+            print(f"{name:<10} {f['seconds']:>8} {f['peak_rss_mb']:>8} {f['peak_rss_before_mb']:>11} {f['trained_parameters']:>10} "
                   f"{f['written_mb']:>11}")
     print(json.dumps({"checkpoint": str(folder), "texts": len(texts), "beam": args.beam, "threads": args.threads,
                       "load_average_before": load, "translation": tr, "finetune": ft,

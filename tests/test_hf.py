@@ -106,9 +106,9 @@ def finetuned(hf, tmp_path: Path, adapter: str = "lora") -> tuple[dict, list[tup
     from repair.nmt.hf.folder import model_files, resolve
 
     corrections = short_pairs(hf["corpus"], "valid")[:8]
-    result = finetune_model(model_files(resolve(hf["model"])), corrections * 20, short_pairs(hf["corpus"], "valid")[50:90],
-                            tmp_path / "ft", lr=3e-3, patience=2, max_epoch=3, probe_pairs=corrections,
-                            adapter=adapter, threads=2)
+    valid = short_pairs(hf["corpus"], "valid")[50:90]
+    result = finetune_model(model_files(resolve(hf["model"])), corrections * 20, valid, tmp_path / "ft", lr=3e-3,
+                            patience=2, max_epoch=3, probe_pairs=corrections, adapter=adapter, threads=2)
     return result, corrections
 
 
@@ -191,7 +191,8 @@ def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fi
     assert marker["from"]["model"] and marker["from"]["adapter"] is None
     again = make_translator(cfg)  # the cache and its fidelity record are used: no conversion, no measuring
     assert again.compute_type == t.compute_type and again.translate(sources) == out
-    base = make_translator({k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}).translate(sources)
+    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}
+    base = make_translator(plain).translate(sources)
     float32 = make_translator({**cfg, "compute_type": "float32"})
     same = sum(a == b for a, b in zip(float32.translate(sources), base))
     assert same >= 0.6 * len(sources)  # the tiny model's repetitions end differently in the two beam searches

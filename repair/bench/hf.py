@@ -103,8 +103,8 @@ def run(args, texts: list[str], pairs: list[tuple[str, str]]) -> None:
               f"{args.ft_pairs} pairs, {args.ft_epochs} epochs; base model {ft['base_mb']} MB")
         for name in ("lora", "none"):
             f = ft[name]
-            print(f"{name:<10} {f['seconds']:>8} {f['peak_rss_mb']:>8} {f['peak_rss_before_mb']:>11} {f['trained_parameters']:>10} "
-                  f"{f['written_mb']:>11}")
+            print(f"{name:<10} {f['seconds']:>8} {f['peak_rss_mb']:>8} {f['peak_rss_before_mb']:>11} "
+                  f"{f['trained_parameters']:>10} {f['written_mb']:>11}")
     print(json.dumps({"checkpoint": str(folder), "texts": len(texts), "beam": args.beam, "threads": args.threads,
                       "load_average_before": load, "translation": tr, "finetune": ft,
                       "seconds": round(time.perf_counter() - start, 1)}, ensure_ascii=False))

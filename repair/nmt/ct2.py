@@ -493,7 +493,8 @@ class CTranslate2Translator(Translator):
             compute_type = passing[0] if passing else max(measured, key=lambda c: measured[c]["identical"])
             how = "the fastest at or above translator.min_identical" if passing else "none reached min_identical: the closest"
         figures = measured.get(compute_type)
-        self.fidelity = {"checked": figures is not None, "compute_type": compute_type, "chosen": how, "against": self.against,
+        self.fidelity = {"checked": figures is not None, "compute_type": compute_type, "chosen": how,
+                         "against": self.against,
                          "min_identical": self.min_identical, "sample": record["sample"],
                          **({"identical": figures["identical"], "bleu_vs_fairseq": figures["bleu"]} if figures else {}),
                          "candidates": measured}

@@ -50,7 +50,8 @@ def fidelity_line(fidelity: dict) -> str:
         return f"compute type {fidelity['compute_type']}: fidelity unchecked"
     against = fidelity.get("against", "fairseq")  # the model's own translator: fairseq, or transformers
     return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
-            f"{fidelity['sample']} sample translations identical to {against}'s, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
+            f"{fidelity['sample']} sample translations identical to {against}'s, "
+            f"BLEU {fidelity['bleu_vs_fairseq']:.1f} "
             f"against them")
 
 

@@ -287,7 +287,6 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     from repair.nmt.checkpoint import load_checkpoint
     from repair.nmt.finetune import probe_loss
 
-    result = {k: v for k, v in result.items() if k != "probe_loss_after"}
     stop = dict(result.get("stop") or {})
     reason = stop.get("reason")
     stop["why"] = STOPS.get(reason, reason or "unknown")
@@ -303,8 +302,14 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     if not result.get("curve"):
         warnings.append(f"the fine-tune stopped before its first validation ({stop['why']}): nothing says it learnt")
     before = result.get("probe_loss_before")
-    after = result.get("probe_loss_after") if transformers_model(base) else probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint)) \
-        if before is not None else None
+    if before is None:
+        after = None
+    elif transformers_model(base):  # the kept adapter or model (checkpoint_selected/ with select=corrections)
+        from repair.nmt.hf.finetune import probe_loss as hf_probe_loss
+
+        after = hf_probe_loss(result["best_checkpoint"], out, result.get("source_prefix"), "cpu")
+    else:
+        after = probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint))
     if after is not None and after >= before:
         warnings.append(f"the corrections' loss did not fall: {before:.3f} under the base model, {after:.3f} under the "
                         f"kept checkpoint ({Path(result['best_checkpoint']).name})")

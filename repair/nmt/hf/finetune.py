@@ -23,7 +23,7 @@ from typing import Callable, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.fileio import append_jsonl, read_json, write_json_atomic
+from repair.fileio import append_jsonl, read_json, write_json_atomic, write_jsonl_atomic
 from repair.nmt.hf.folder import BASE_NOTE, Folder, load_model, load_tokenizer, resolve
 
 logger = logging.getLogger(__name__)
@@ -105,6 +105,25 @@ def batch_loss(model, rows, pad: int, device, reduce: bool = True):
     loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
                                              ignore_index=-100, reduction="sum" if reduce else "none")
     return loss, int((labels != -100).sum())
+
+
+PROBE = "probe.jsonl"  # the corrections, once each: their loss before and after (repair.stages.finetune's warning)
+
+
+def probe_loss(checkpoint, save_dir, source_prefix: str | None = None, device: str = "cpu") -> float | None:
+    """The corrections' loss (bits per target token) under the model or adapter at `checkpoint` (the fine-tune in
+    save_dir kept them in probe.jsonl); None where there were none."""
+    from repair.fileio import read_jsonl
+
+    path = Path(save_dir) / PROBE
+    pairs = [(r["source"], r["target"]) for r in read_jsonl(path)] if path.is_file() else []
+    if not pairs:
+        return None
+    folder = resolve(checkpoint)
+    tok, _ = load_tokenizer(folder)
+    rows = encoded(tok, pairs, (source_prefix.strip() + " ") if source_prefix else "")
+    loss = split_loss(load_model(folder, device), rows, tok.pad_token_id, device)
+    return None if loss is None else round(loss, 4)
 
 
 def split_loss(model, rows, pad: int, device) -> float | None:
@@ -231,12 +250,13 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
                              stop_when=stop_when, device=dev)
     del model
     best = save_dir / "checkpoint_best"
-    after = split_loss(load_model(resolve(best), dev), probe_rows, tok.pad_token_id, dev) if probe_rows else None
+    write_jsonl_atomic(save_dir / PROBE, ({"source": a, "target": b} for a, b in probe_pairs))
+    after = probe_loss(best, save_dir, source_prefix, dev)
     result = {"best_checkpoint": str(best), "epochs": len(curve),
               "best_valid_loss": min(r["valid_loss"] for r in curve) if curve else None, "curve": curve,
               "seconds": round(time.time() - start, 2), "stop": stop, "adapter": adapter,
-              "trained_parameters": trained,
-              **({"probe_loss_before": round(before, 4), "probe_loss_after": round(after, 4)}
+              "trained_parameters": trained, **({"source_prefix": source_prefix} if source_prefix else {}),
+              **({"probe_loss_before": round(before, 4), "probe_loss_after": after}
                  if before is not None and after is not None else {})}
     write_json_atomic(save_dir / "finetune.json", result)
     return result

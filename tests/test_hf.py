@@ -97,8 +97,10 @@ def test_translator_fairseq_given_a_transformers_folder_serves_it_with_transform
 
     with initialize_config_dir(str(REPO / "conf"), version_base=None):
         cfg = OmegaConf.to_container(compose("loop", overrides=["translator.beam=2"]).translator, resolve=True)
+        ct2 = OmegaConf.to_container(compose("loop", overrides=["translator=ctranslate2"]).translator, resolve=True)
     t = make_translator(cfg, checkpoint=str(hf["model"]))
     assert t.name == "transformers" and t.beam == 2
+    assert type(make_translator(ct2, checkpoint=str(hf["model"]), device="cpu")).__name__ == "TransformersCT2Translator"
 
 
 def finetuned(hf, tmp_path: Path, adapter: str = "lora") -> tuple[dict, list[tuple[str, str]]]:
@@ -134,6 +136,11 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
     assert edit.split(sources[:4]) == [True] * 4 and not any(edit.split(outside + sources[4:]))
     assert edit.translate(sources[:4]) == edit.edited.translate(sources[:4])
     assert edit.edited.translate(outside) != base.translate(outside)  # the adapter does change translations
+    merged = make_translator({**cfg, "name": "ctranslate2", "checkpoint": str(best), "compute_type": "float32",
+                              "cache_dir": str(tmp_path / "ct2")})  # CTranslate2: the adapter merged into its model
+    assert json.loads((merged.model_path / "converted.json").read_text())["from"]["adapter"]
+    adapted = edit.edited.translate(outside)
+    assert sum(a == b for a, b in zip(merged.translate(outside), adapted)) >= 0.6 * len(outside)
 
 
 def test_finetune_adapter_none_trains_every_weight_into_a_model_folder(hf, tmp_path):

@@ -81,7 +81,7 @@ class TransformersCT2Translator(CTranslate2Translator):
     the target language's token is the target prefix where the model needs one, at most `max_len` new tokens."""
 
     name = "ctranslate2"
-    extra_options = UNUSED
+    extra_options = (*UNUSED, "fairseq_cap", "max_len_a", "max_len_b")  # fairseq's output cap: max_len alone here
     against = "transformers"  # bleu_vs_fairseq: BLEU against the transformers translator's translations here
 
     def __init__(self, checkpoint: str | os.PathLike | None = None, *, files=None, source_prefix: str | None = None,
@@ -90,8 +90,8 @@ class TransformersCT2Translator(CTranslate2Translator):
                  min_identical: float = 0.98, sample: Sequence[str] | None = None, device: str = "auto",
                  threads: int | None = None, workers: int | None = None, **unused: Any):
         ctranslate2 = _import_ctranslate2()
-        refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b",
-                                                                 "data_dir")}, self.name)
+        refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b", "data_dir",
+                                                                 "workers")}, self.name)
         if beam < 1 or max_tokens < 1 or max_len < 1:
             raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be "
                             f"positive")

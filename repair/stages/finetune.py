@@ -440,6 +440,12 @@ def epoch_model(out: Path, epoch: int | str) -> Path:
     return file if file.exists() or not (out / f"checkpoint{epoch}").is_dir() else out / f"checkpoint{epoch}"
 
 
+def epoch_of(path: Path) -> int | None:
+    """The epoch of checkpoint<epoch>.pt or checkpoint<epoch>/; None for another name."""
+    digits = path.name.removesuffix(".pt")[len("checkpoint"):]
+    return int(digits) if path.name.startswith("checkpoint") and digits.isdigit() else None
+
+
 def fixed_enough(out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
     """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
     select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
@@ -456,8 +462,7 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     split; the other epochs' checkpoints are removed. fixed: epoch_fixes' counter, with what it counted already."""
     fixed = fixed or epoch_fixes(out, base, corrections, translator_for)
     valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
-    epochs = sorted(int(p.name[len("checkpoint"):].removesuffix(".pt")) for p in out.glob("checkpoint[0-9]*")
-                    if p.name.removesuffix(".pt")[len("checkpoint"):].isdigit())
+    epochs = sorted(e for e in map(epoch_of, out.glob("checkpoint[0-9]*")) if e is not None)
     if not epochs or not corrections:
         return result
     rows = []
@@ -473,7 +478,8 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     selected = out / ("checkpoint_selected" + path.suffix)
     path.replace(selected)
     for p in out.glob("checkpoint[0-9]*"):
-        shutil.rmtree(p) if p.is_dir() else p.unlink()
+        if epoch_of(p) is not None:  # an epoch's model (a cache converted from one is left as before)
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
     log.info("fine-tune: epoch %s kept (finetune.select=corrections)", chosen["epoch"])
     return {**result, "best_checkpoint": str(selected), "selected": {"by": "corrections", "epoch": chosen["epoch"],
                                                                      "fix_rate": settings.select_fix_rate,

@@ -44,7 +44,9 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     elif checkpoint:
         path = Path(checkpoint)
         if not path.exists():
-            raise UserError(f"model.checkpoint={path}: no such file or folder")
+            raise UserError(f"model.checkpoint={path}: no such file or folder (a fairseq checkpoint or model folder, or a "
+                            f"transformers folder as save_pretrained writes it; names on the Hugging Face hub are not "
+                            f"fetched: download the model on a connected machine and give its folder)")
     else:
         from repair.nmt.train import train_model
 

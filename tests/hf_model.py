@@ -147,3 +147,27 @@ def build_m2m100(out: Path, corpus: Path) -> Path:
     for leftover in ("spm.model", "spm.vocab"):
         (out / leftover).unlink()
     return out
+
+
+def build_nllb(out: Path, m2m: Path) -> Path:
+    """A tiny random NLLB-style folder: an `NllbTokenizer` (language codes such as eng_Latn and zho_Hans as tokens)
+    on the pieces of the M2M100 folder's SentencePiece model, and an M2M100 model of its size (NLLB's architecture)."""
+    import sentencepiece as spm
+    import torch
+    from transformers import M2M100Config, M2M100ForConditionalGeneration, NllbTokenizer
+
+    sp = spm.SentencePieceProcessor(model_file=str(m2m / "sentencepiece.bpe.model"))
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}  # NLLB's order: <pad> 1, as the positions expect
+    for i in range(sp.get_piece_size()):
+        vocab.setdefault(sp.id_to_piece(i), len(vocab))
+    tok = NllbTokenizer(vocab=vocab, src_lang="eng_Latn", tgt_lang="zho_Hans")
+    torch.manual_seed(0)
+    config = M2M100Config(vocab_size=len(tok), d_model=32, encoder_layers=1, decoder_layers=1,
+                          encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                          decoder_ffn_dim=64, max_position_embeddings=128, init_std=1.0,
+                          pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                          decoder_start_token_id=tok.eos_token_id)
+    out.mkdir(parents=True, exist_ok=True)
+    M2M100ForConditionalGeneration(config).eval().save_pretrained(out)
+    tok.save_pretrained(out)
+    return out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_model import VERSION, build_m2m100, build_marian, short_pairs
+from hf_model import VERSION, build_m2m100, build_marian, build_nllb, short_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -30,7 +30,9 @@ def hf(request) -> dict:
         build_marian(cmn, root)
     if not (root / "m2m" / "config.json").is_file():
         build_m2m100(root / "m2m", root / "corpus")
-    return {"corpus": root / "corpus", "model": root / "model", "m2m": root / "m2m"}
+    if not (root / "nllb" / "config.json").is_file():
+        build_nllb(root / "nllb", root / "m2m")
+    return {"corpus": root / "corpus", "model": root / "model", "m2m": root / "m2m", "nllb": root / "nllb"}
 
 
 def generate(translator, texts: list[str], **kw) -> list[str]:
@@ -77,6 +79,17 @@ def test_an_nllb_style_model_gets_its_target_language_token_first(hf):
     assert ours == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
     english = TransformersTranslator(hf["m2m"], beam=3, max_len=8, device="cpu", tgt_lang="en")
     assert english.forced_bos == t.tokenizer.get_lang_id("en") and english.translate(sources) != ours
+
+
+def test_an_nllb_folder_translates_from_eng_latn_into_zho_hans_by_default(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = ["I have a cat.", "Where is the station?", "Tom is reading a book.", "Hello."]
+    t = TransformersTranslator(hf["nllb"], beam=3, max_len=8, device="cpu")
+    tok = t.tokenizer
+    assert type(tok).__name__ == "NllbTokenizer" and t.forced_bos == tok.convert_tokens_to_ids("zho_Hans")
+    assert t.encode(sources[:1])[0][0] == tok.convert_tokens_to_ids("eng_Latn")  # the source language's token first
+    assert t.translate(sources) == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
 
 
 def test_a_name_that_is_not_a_folder_stops_with_one_message(tmp_path):

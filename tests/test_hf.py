@@ -81,15 +81,21 @@ def test_an_nllb_style_model_gets_its_target_language_token_first(hf):
     assert english.forced_bos == t.tokenizer.get_lang_id("en") and english.translate(sources) != ours
 
 
-def test_an_nllb_folder_translates_from_eng_latn_into_zho_hans_by_default(hf):
+def test_an_nllb_folder_translates_from_eng_latn_into_zho_hans_by_default(hf, tmp_path):
     from repair.nmt.hf.translator import TransformersTranslator
+    from repair.purity.translators import make_translator
 
     sources = ["I have a cat.", "Where is the station?", "Tom is reading a book.", "Hello."]
     t = TransformersTranslator(hf["nllb"], beam=3, max_len=8, device="cpu")
     tok = t.tokenizer
     assert type(tok).__name__ == "NllbTokenizer" and t.forced_bos == tok.convert_tokens_to_ids("zho_Hans")
     assert t.encode(sources[:1])[0][0] == tok.convert_tokens_to_ids("eng_Latn")  # the source language's token first
-    assert t.translate(sources) == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
+    ours = t.translate(sources)
+    assert ours == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
+    assert len(set(ours)) > 1  # the input matters (a large init_std)
+    ct2 = make_translator({"name": "ctranslate2", "checkpoint": str(hf["nllb"]), "beam": 3, "max_len": 8,
+                           "device": "cpu", "compute_type": "float32", "cache_dir": str(tmp_path)})
+    assert ct2._prefix == ["zho_Hans"] and ct2.translate(sources) == ours  # the language token as target prefix
 
 
 def test_a_name_that_is_not_a_folder_stops_with_one_message(tmp_path):

@@ -4,8 +4,9 @@
   fidelity check chooses, and float32) on the same texts, batched, interleaved in rounds: texts/s and the share
   of translations identical to transformers';
 - fine-tuning: the same pairs (Tatoeba's, or --pairs) fine-tuned as a LoRA adapter and with all weights, each in a
-  process of its own: seconds, peak resident memory (the process's ru_maxrss, and what it was once the libraries
-  were imported: on a tiny model they are most of it), trained parameters and the size of what it writes.
+  process of its own: seconds, peak resident memory (the process's ru_maxrss, what it was once the libraries were
+  imported, and the most resident memory the fine-tune added, sampled every 10 ms: on a tiny model the libraries are
+  most of the peak), trained parameters and the size of what it writes.
 
 The last line is JSON.
 """
@@ -23,18 +24,25 @@ from pathlib import Path
 from repair.errors import UserError
 
 FINETUNE = """
-import json, resource, sys, time
+import json, os, resource, sys, threading, time
 from repair.nmt.hf.finetune import finetune_model
 from repair.nmt.hf.folder import model_files, resolve
 args = json.loads(sys.argv[1])
 pairs = [tuple(p) for p in args["pairs"]]
-rss = lambda: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-before = rss()  # the libraries imported
+maxrss = lambda: round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+page = os.sysconf("SC_PAGE_SIZE") / 2**20
+rss = lambda: int(open("/proc/self/statm").read().split()[1]) * page
+before, start_rss, peak, done = maxrss(), rss(), [0.0], threading.Event()
+def watch():  # the resident memory the fine-tune adds (model, optimizer, activations), sampled every 10 ms
+    while not done.wait(0.01):
+        peak[0] = max(peak[0], rss() - start_rss)
+threading.Thread(target=watch, daemon=True).start()
 start = time.perf_counter()
 r = finetune_model(model_files(resolve(args["folder"])), pairs, pairs[:40], args["out"], lr=1e-3, patience=100,
                    max_epoch=args["epochs"], adapter=args["adapter"], threads=args["threads"], device="cpu")
+done.set()
 print(json.dumps({"seconds": round(time.perf_counter() - start, 2), "trained_parameters": r["trained_parameters"],
-                  "peak_rss_mb": rss(), "peak_rss_before_mb": before}))
+                  "peak_rss_mb": maxrss(), "peak_rss_before_mb": before, "rss_growth_mb": round(peak[0], 1)}))
 """
 
 
@@ -99,12 +107,13 @@ def run(args, texts: list[str], pairs: list[tuple[str, str]]) -> None:
     for name, f in tr["backends"].items():
         print(f"{name:<22} {f['per_s']:>9} {f.get('ratio', 1.0):>7} {f.get('identical', 1.0):>10}")
     if ft:
-        print(f"{'fine-tune':<10} {'seconds':>8} {'peak MB':>8} {'imports MB':>11} {'trained':>10} {'written MB':>11}  "
+        print(f"{'fine-tune':<10} {'seconds':>8} {'peak MB':>8} {'imports MB':>11} {'added MB':>9} {'trained':>10} "
+              f"{'written MB':>11}  "
               f"{args.ft_pairs} pairs, {args.ft_epochs} epochs; base model {ft['base_mb']} MB")
         for name in ("lora", "none"):
             f = ft[name]
             print(f"{name:<10} {f['seconds']:>8} {f['peak_rss_mb']:>8} {f['peak_rss_before_mb']:>11} "
-                  f"{f['trained_parameters']:>10} {f['written_mb']:>11}")
+                  f"{f['rss_growth_mb']:>9} {f['trained_parameters']:>10} {f['written_mb']:>11}")
     print(json.dumps({"checkpoint": str(folder), "texts": len(texts), "beam": args.beam, "threads": args.threads,
                       "load_average_before": load, "translation": tr, "finetune": ft,
                       "seconds": round(time.perf_counter() - start, 1)}, ensure_ascii=False))

@@ -11,6 +11,7 @@ import random
 import time
 from pathlib import Path
 
+import repair  # noqa: F401  (before torch: its threads wait asleep, as the package sets them; repair/__init__.py)
 from cli_model import tatoeba_corpus
 
 # The Marian model's size and training: small enough to train in about a minute on 2 cores, large enough that

@@ -220,8 +220,8 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
                                        if adapter == "lora" else {})}
     if finished_before(save_dir, settings):
         return read_json(save_dir / "finetune.json")
-    if (save_dir / "settings.json").is_file() or save_dir.exists():
-        discard_partial(save_dir)
+    if (save_dir / "settings.json").is_file() or (save_dir.is_dir() and not any(save_dir.iterdir())):
+        discard_partial(save_dir)  # an unfinished fine-tune (what the stage wrote there before it is kept)
     save_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(save_dir / "settings.json", settings)
     dev = torch_device(device, "device")

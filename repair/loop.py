@@ -54,6 +54,8 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     for key in sorted(set(a) | set(b)):
         if any(key == k or key.startswith(k + ".") for k in ignored):
             continue
+        if key not in a and key in ADDED_FOR_TRANSFORMERS:  # a run from before them: a fairseq model, which they
+            continue                                         # do not touch
         if a.get(key) != b.get(key) and before_finetune and key in tuple(cfg.get("resume_before_finetune") or ()):
             changed.append(key)  # encodes only the fine-tune's targets; no fine-tune used the old value
             continue
@@ -67,6 +69,10 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
                  "targets and only detokenizes translations)", run_dir, ", ".join(f"{k}={b.get(k)!r}" for k in changed))
         write_json_atomic(path, current)
     return changed
+
+
+# finetune keys that only transformers models read (repair.nmt.hf): a run folder written before they existed resumes
+ADDED_FOR_TRANSFORMERS = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets")
 
 
 class StopAfter(Exception):

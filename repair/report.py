@@ -8,7 +8,8 @@ from pathlib import Path
 
 from repair.fileio import write_json_atomic, write_text_atomic
 
-PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core"]
+PACKAGES = ["repair", "torch", "fairseq-fixed", "sacrebleu", "sentencepiece", "spacy", "stanza", "jieba", "hydra-core",
+            "transformers", "peft", "ctranslate2"]
 
 
 def versions() -> dict:
@@ -174,7 +175,8 @@ def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
 
 
 def translator_markdown(translator: dict) -> list[str]:
-    """The compute type a CTranslate2 translator tested with, and how its translations agree with fairseq's."""
+    """The compute type a CTranslate2 translator tested with, and how its translations agree with its model's own
+    translator's (fairseq's, or transformers')."""
     f = translator.get("fidelity")
     if not f:
         return []

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from repair.bench.hf import add_arguments as add_transformers_arguments
 from repair.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -179,7 +180,8 @@ def compare_backends(translators: dict, texts: list[str], rounds: int = 3) -> di
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m repair.bench translate", description=__doc__.split("\n\n")[0])
-    p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba)")
+    p.add_argument("--checkpoint", type=Path, help="a fairseq checkpoint (default: build a small one from Tatoeba), or a "
+                   "transformers model folder (repair.bench.hf: transformers vs CTranslate2, LoRA vs all weights)")
     p.add_argument("--data-dir", type=Path, help="prepared data folder of --checkpoint (spm/, bin/dict.*.txt)")
     p.add_argument("--texts", type=Path, help="English texts, one per line (default: 500 held-out Tatoeba texts)")
     p.add_argument("-n", type=int, default=500, help="number of texts (default 500)")
@@ -207,8 +209,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--compute-type", default=None,
                    help="CTranslate2 compute type for a backend without one (default: the fastest whose translations "
                         "are at least 98%% fairseq's, measured once per conversion)")
+    add_transformers_arguments(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.checkpoint is not None and (args.checkpoint / "config.json").is_file():
+        run_transformers(args)
+        return
 
     import torch
 
@@ -251,6 +257,24 @@ def main(argv: list[str] | None = None) -> None:
     print(f"{'texts':>8} {'batched/s':>10} {'single/s':>10} {'ratio':>7}  beam {args.beam}, {translator.workers} worker(s) x {figures['threads_per_worker']} thread(s), {figures['device']}")
     print(f"{figures['texts']:>8} {figures['batched_per_s']:>10} {figures['single_per_s']:>10} {figures['ratio']:>7}")
     print(json.dumps(figures))
+
+
+def run_transformers(args) -> None:
+    """--checkpoint names a transformers folder: repair.bench.hf on --texts (else Tatoeba's last -n English
+    sentences) and Tatoeba's first --ft-pairs pairs."""
+    from repair.bench import hf
+    from repair.fileio import read_text_lines
+
+    pairs = tatoeba_pairs(args.source) if args.source.is_file() else []
+    if args.texts is not None:
+        texts = [t for t in read_text_lines(args.texts) if t.strip()][: args.n]
+    else:
+        texts = [en for en, _ in pairs[-args.n:]]
+    if not texts:
+        raise UserError(f"no texts to translate: give --texts FILE ({args.source} is absent)")
+    if args.ft_pairs and len(pairs) < args.ft_pairs:
+        raise UserError(f"--ft-pairs {args.ft_pairs}: {args.source} holds {len(pairs)} pairs (give --ft-pairs 0)")
+    hf.run(args, texts, pairs[: args.ft_pairs])
 
 
 def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:

@@ -297,6 +297,7 @@ class CTranslate2Translator(Translator):
 
     name = "ctranslate2"
     extra_options = OPTION_KEYS
+    against = "fairseq"  # the translator whose translations the compute types are compared with
 
     def __init__(
         self,
@@ -493,6 +494,7 @@ class CTranslate2Translator(Translator):
             how = "the fastest at or above translator.min_identical" if passing else "none reached min_identical: the closest"
         figures = measured.get(compute_type)
         self.fidelity = {"checked": figures is not None, "compute_type": compute_type, "chosen": how,
+                         "against": self.against,
                          "min_identical": self.min_identical, "sample": record["sample"],
                          **({"identical": figures["identical"], "bleu_vs_fairseq": figures["bleu"]} if figures else {}),
                          "candidates": measured}

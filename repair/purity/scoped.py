@@ -367,5 +367,6 @@ def served(cfg: dict, translator: Translator) -> Translator:
         return make_translator(cfg, files=files.with_checkpoint(checkpoint), checkpoint=None, data_dir=None,
                                **preprocessing)
 
-    return ScopedTranslator(translator, load(scope.fallback), scope,
+    fallback = getattr(translator, "without_edit", lambda _: None)(scope.fallback)  # an adapter, switched off
+    return ScopedTranslator(translator, fallback or load(scope.fallback), scope,
                             load(scope.words_checkpoint) if scope.words_checkpoint else None)

@@ -44,11 +44,14 @@ class Translator(ABC):
 
 
 def fidelity_line(fidelity: dict) -> str:
-    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with fairseq."""
+    """A translator's fidelity record in words: the compute type, how it was chosen, its agreement with the model's
+    own translator (fairseq's, or for a transformers folder the transformers translator's)."""
     if not fidelity.get("checked"):
         return f"compute type {fidelity['compute_type']}: fidelity unchecked"
+    against = fidelity.get("against", "fairseq")  # the model's own translator: fairseq, or transformers
     return (f"compute type {fidelity['compute_type']} ({fidelity['chosen']}): {fidelity['identical']:.1%} of "
-            f"{fidelity['sample']} sample translations identical to fairseq's, BLEU {fidelity['bleu_vs_fairseq']:.1f} "
+            f"{fidelity['sample']} sample translations identical to {against}'s, "
+            f"BLEU {fidelity['bleu_vs_fairseq']:.1f} "
             f"against them")
 
 
@@ -129,7 +132,11 @@ TRANSLATORS = {
     "table": TableTranslator,
     "fairseq": "repair.nmt.translator:FairseqTranslator",
     "ctranslate2": "repair.nmt.ct2:CTranslate2Translator",
+    "transformers": "repair.nmt.hf.translator:TransformersTranslator",
 }
+# A Hugging Face transformers folder given to a translator made for fairseq checkpoints is served by its
+# transformers twin, with the keys they share (beam, max_len, max_tokens, device, threads ...).
+TRANSFORMERS_TWINS = {"fairseq": "transformers", "ctranslate2": "repair.nmt.hf.ct2:TransformersCT2Translator"}
 
 
 def make_translator(cfg, **overrides) -> Translator:
@@ -137,5 +144,19 @@ def make_translator(cfg, **overrides) -> Translator:
     in the place of the config's keys."""
     from repair.registry import build
 
+    cfg = dict(cfg)
+    files = overrides.get("files")
+    model = overrides.get("checkpoint") or (files.checkpoint if files is not None else None) or cfg.get("checkpoint")
+    if cfg.get("name") in TRANSFORMERS_TWINS and model and transformers_folder(model):
+        twin = TRANSFORMERS_TWINS[cfg["name"]]
+        return build("translator", {cfg["name"]: TRANSLATORS.get(twin, twin)}, cfg, **overrides)
     return build("translator", TRANSLATORS, cfg, **overrides)
+
+
+def transformers_folder(path) -> bool:
+    """Whether a model path is a Hugging Face transformers folder (config.json; an adapter's adapter_config.json;
+    a fine-tune's checkpoint_best/ holding either) rather than a fairseq checkpoint or model folder."""
+    p = Path(path)
+    return p.is_dir() and any((q / name).is_file() for q in (p, p / "checkpoint_best", p / "checkpoint_selected")
+                              for name in ("config.json", "adapter_config.json"))
 

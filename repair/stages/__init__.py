@@ -62,12 +62,13 @@ class Data:
 
 
 def check_translator(cfg: dict) -> None:
-    """The loop fine-tunes a fairseq model: it is tested with fairseq or, converted, with CTranslate2."""
+    """The loop fine-tunes a fairseq or a transformers model: it is tested with its own translator (fairseq or
+    transformers; translator=fairseq serves a transformers folder with transformers) or, converted, with CTranslate2."""
     from repair.errors import UserError
 
-    if cfg.get("name") not in ("fairseq", "ctranslate2"):
-        raise UserError(f"translator={cfg.get('name')}: the loop tests, fine-tunes and verifies a fairseq model; "
-                        f"use translator=fairseq or translator=ctranslate2")
+    if cfg.get("name") not in ("fairseq", "ctranslate2", "transformers"):
+        raise UserError(f"translator={cfg.get('name')}: the loop tests, fine-tunes and verifies a fairseq or "
+                        f"transformers model; use translator=fairseq, transformers or ctranslate2")
     if cfg.get("model_dir"):
         raise UserError(f"translator.model_dir={cfg['model_dir']}: a converted CTranslate2 model can be tested "
                         f"(python -m repair.purity translator=ctranslate2 translator.model_dir=...) but not "
@@ -102,8 +103,10 @@ class Translators:
         if model.checkpoint not in self.built:
             scope = scope_of(model.checkpoint)
             edited = self.plain(model)
+            # an adapter serves its base model with the adapter off: one model in memory (transformers)
+            fallback = None if scope is None else getattr(edited, "without_edit", lambda _: None)(scope.fallback)
             self.built[model.checkpoint] = edited if scope is None else ScopedTranslator(
-                edited, self(model.with_checkpoint(scope.fallback)), scope,
+                edited, fallback or self(model.with_checkpoint(scope.fallback)), scope,
                 self.plain(model.with_checkpoint(scope.words_checkpoint)) if scope.words_checkpoint else None)
         return self.built[model.checkpoint]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
@@ -44,6 +45,10 @@ class FinetuneSettings:
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
+    adapter: str = "lora"  # transformers models: lora (a LoRA adapter, PEFT) | none (every weight)
+    lora_rank: int = 4
+    lora_alpha: int = 8
+    lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
     #                              times the one its checkpoint recorded (0: not checked); repair.nmt.probe
 
@@ -90,7 +95,27 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
                             replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
                             l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()),
-                            encoding_check=encoding_ratio(ft.get("encoding_check", 1.5)))
+                            encoding_check=encoding_ratio(ft.get("encoding_check", 1.5)), **adapter_settings(ft))
+
+
+def adapter_settings(ft: dict) -> dict:
+    """The adapter keys (transformers models): adapter, lora_rank, lora_alpha, lora_targets, checked."""
+    from repair.errors import UserError
+
+    adapter = ft.get("adapter") or "lora"
+    if adapter not in ("lora", "none"):
+        raise UserError(f"finetune.adapter={adapter!r}: choose lora (a LoRA adapter) or none (every weight)")
+    out = {"adapter": adapter}
+    for key in ("lora_rank", "lora_alpha"):
+        value = ft.get(key, getattr(FinetuneSettings, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise UserError(f"finetune.{key}={value!r}: give a whole number, 1 or more")
+        out[key] = value
+    targets = ft.get("lora_targets") or FinetuneSettings.lora_targets
+    if isinstance(targets, str):
+        targets = [t.strip() for t in targets.split(",") if t.strip()]
+    out["lora_targets"] = tuple(targets)
+    return out
 
 
 def encoding_ratio(value) -> float:
@@ -163,6 +188,26 @@ def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSetting
     return {**parts, "replay": [(s, t) for s, t in zip(sources, targets) if t.strip()]}
 
 
+def transformers_model(model: "ModelFiles") -> bool:
+    """Whether the model is a transformers folder (repair.nmt.hf) rather than a fairseq checkpoint."""
+    return model.src.tokenizer == "transformers"
+
+
+def model_finetune(model: "ModelFiles", settings: FinetuneSettings, translator) -> Callable:
+    """The fine-tune for the model's backend: fairseq's, or the transformers one with the adapter settings."""
+    import functools
+
+    if not transformers_model(model):
+        from repair.nmt.finetune import finetune_model
+
+        return finetune_model
+    from repair.nmt.hf.finetune import finetune_model
+
+    return functools.partial(finetune_model, adapter=settings.adapter, lora_rank=settings.lora_rank,
+                             lora_alpha=settings.lora_alpha, lora_targets=settings.lora_targets,
+                             source_prefix=(getattr(translator, "source_prefix", "") or "").strip() or None)
+
+
 SOURCES = "sources.jsonl"  # the pairs fine-tuning trained on, once each: {"source", "target"}
 
 
@@ -178,8 +223,8 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     translator: the base model's (its `translate(texts)`), for finetune.replay_target=base and augment;
     translator_for(model): a translator for a model, for finetune.select=corrections."""
     from repair.data.prepare import read_clean_pairs
-    from repair.nmt.finetune import finetune_model
 
+    finetune_model = model_finetune(checkpoint, settings, translator)
     result_path = out / "result.json"
     if result_path.exists() and (out / SOURCES).exists():
         return read_json(result_path)
@@ -257,8 +302,14 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     if not result.get("curve"):
         warnings.append(f"the fine-tune stopped before its first validation ({stop['why']}): nothing says it learnt")
     before = result.get("probe_loss_before")
-    after = probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint)) \
-        if before is not None else None
+    if before is None:
+        after = None
+    elif transformers_model(base):  # the kept adapter or model (checkpoint_selected/ with select=corrections)
+        from repair.nmt.hf.finetune import probe_loss as hf_probe_loss
+
+        after = hf_probe_loss(result["best_checkpoint"], out, result.get("source_prefix"), "cpu")
+    else:
+        after = probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint))
     if after is not None and after >= before:
         warnings.append(f"the corrections' loss did not fall: {before:.3f} under the base model, {after:.3f} under the "
                         f"kept checkpoint ({Path(result['best_checkpoint']).name})")
@@ -326,8 +377,8 @@ def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Pat
     if settings.scope != "terms" or settings.scope_words_epoch != "loss" or not chosen:
         return None
     curve = [r for r in result.get("curve", []) if r.get("valid_loss") is not None]
-    best = out / "checkpoint_best.pt"
-    if not curve or not best.is_file():
+    best = epoch_model(out, "_best")
+    if not curve or not best.exists():
         return None
     lowest = min(curve, key=lambda r: (r["valid_loss"], -r["epoch"]))["epoch"]  # fairseq keeps the later of ties
     if lowest == chosen["epoch"]:
@@ -375,18 +426,31 @@ def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translat
 
     def fixed(epoch: int) -> int:
         if epoch not in counted:
-            model = base.with_checkpoint(out / f"checkpoint{epoch}.pt")
+            model = base.with_checkpoint(epoch_model(out, epoch))
             counted[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
         return counted[epoch]
 
     return fixed
 
 
+def epoch_model(out: Path, epoch: int | str) -> Path:
+    """An epoch's model in a fine-tune folder: fairseq's checkpoint<epoch>.pt, else a transformers folder
+    checkpoint<epoch>/ (epoch "_best": the lowest validation loss's)."""
+    file = out / f"checkpoint{epoch}.pt"
+    return file if file.exists() or not (out / f"checkpoint{epoch}").is_dir() else out / f"checkpoint{epoch}"
+
+
+def epoch_of(path: Path) -> int | None:
+    """The epoch of checkpoint<epoch>.pt or checkpoint<epoch>/; None for another name."""
+    digits = path.name.removesuffix(".pt")[len("checkpoint"):]
+    return int(digits) if path.name.startswith("checkpoint") and digits.isdigit() else None
+
+
 def fixed_enough(out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
     """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
     select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
     a lower validation loss)."""
-    return lambda epoch: ((out / f"checkpoint{epoch}.pt").is_file()
+    return lambda epoch: (epoch_model(out, epoch).exists()
                           and fixed(epoch) >= settings.select_fix_rate * len(corrections))
 
 
@@ -398,7 +462,7 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     split; the other epochs' checkpoints are removed. fixed: epoch_fixes' counter, with what it counted already."""
     fixed = fixed or epoch_fixes(out, base, corrections, translator_for)
     valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
-    epochs = sorted(int(p.stem[len("checkpoint"):]) for p in out.glob("checkpoint[0-9]*.pt"))
+    epochs = sorted(e for e in map(epoch_of, out.glob("checkpoint[0-9]*")) if e is not None)
     if not epochs or not corrections:
         return result
     rows = []
@@ -410,11 +474,12 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
             break
     enough = [r for r in rows if r["fixed"] >= settings.select_fix_rate * len(corrections)]
     chosen = enough[0] if enough else max(rows, key=lambda r: (r["fixed"], -(r["valid_loss"] or 0.0)))
-    path = out / f"checkpoint{chosen['epoch']}.pt"
-    selected = out / "checkpoint_selected.pt"
+    path = epoch_model(out, chosen["epoch"])
+    selected = out / ("checkpoint_selected" + path.suffix)
     path.replace(selected)
-    for p in out.glob("checkpoint[0-9]*.pt"):
-        p.unlink()
+    for p in out.glob("checkpoint[0-9]*"):
+        if epoch_of(p) is not None:  # an epoch's model (a cache converted from one is left as before)
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
     log.info("fine-tune: epoch %s kept (finetune.select=corrections)", chosen["epoch"])
     return {**result, "best_checkpoint": str(selected), "selected": {"by": "corrections", "epoch": chosen["epoch"],
                                                                      "fix_rate": settings.select_fix_rate,
@@ -460,8 +525,9 @@ def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Pat
         never = set(settings.exclude) | {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
         matches = pool_matches(corrections, pool, settings.augment, settings.seed, never)
         model = translator if isinstance(translator, FairseqTranslator) else base
-        hyps = translate_constrained(model, [p for p, _ in matches], [[c["correction"]] for _, c in matches]) \
-            if matches else []
+        search = (lambda s, c: translator.searcher(5)[0].translate_constrained(s, c)) if transformers_model(base) \
+            else (lambda s, c: translate_constrained(model, s, c))  # transformers: the project's own search
+        hyps = search([p for p, _ in matches], [[c["correction"]] for _, c in matches]) if matches else []
         rows = [{"source": p, "translation": h[0].text, "met": h[0].met, "correction": c["source"]}
                 for (p, c), h in zip(matches, hyps)]
         record = {"corrections": len(corrections),

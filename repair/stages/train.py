@@ -44,13 +44,23 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     elif checkpoint:
         path = Path(checkpoint)
         if not path.exists():
-            raise UserError(f"model.checkpoint={path}: no such file or folder")
+            raise UserError(f"model.checkpoint={path}: no such file or folder (a fairseq checkpoint or model folder, or a "
+                            f"transformers folder as save_pretrained writes it; names on the Hugging Face hub are not "
+                            f"fetched: download the model on a connected machine and give its folder)")
     else:
         from repair.nmt.train import train_model
 
         path = train_model(data_dir, Path(checkpoint_dir), model, seed=seed, device=device)
     files = translators.load(path, data_dir)
     log.info("model %s; %s; %s", files.checkpoint, files.src.describe(), files.tgt.describe())
-    write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": sha256(Path(files.checkpoint)),
+    digest = sha256(Path(files.checkpoint)) if not Path(files.checkpoint).is_dir() else folder_digest(files.checkpoint)
+    write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": digest,
                                "files": files.to_dict(), "options": options})
     return files
+
+
+def folder_digest(folder: str) -> str:
+    """A transformers model folder's SHA-256 (its files' names and bytes)."""
+    from repair.nmt.hf.folder import folder_sha256
+
+    return folder_sha256(folder)

@@ -1,0 +1,182 @@
+"""`translator=ctranslate2` on a transformers folder: the model converted with CTranslate2's converter for
+transformers models (an adapter merged into its base model first: CTranslate2 cannot apply one at run time),
+cached as the fairseq conversion is (`<folder>.ct2/` or under `cache_dir`, `converted.json` last, with the sha256
+of the folders it was converted from: a changed model or adapter is converted again), with the same fidelity check
+(a sample translated by the transformers translator and by each candidate compute type, the fastest with at least
+`min_identical` identical translations chosen, the record kept in the marker) and the same keys.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from repair.data.prepare import clean_text
+from repair.errors import UserError
+from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2, agreement,
+                            cache_folder, cache_problem, file_sha256, read_marker, save_fidelity)
+from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
+from repair.nmt.hf.translator import UNUSED, refuse_set
+
+logger = logging.getLogger(__name__)
+
+
+def source_hashes(folder: Folder) -> dict:
+    return {"model": folder_sha256(folder.base), "adapter": folder_sha256(folder.adapter) if folder.adapter else None}
+
+
+def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The CTranslate2 model of a transformers folder: its valid cache, or a fresh float32 conversion."""
+    ctranslate2 = _import_ctranslate2()
+    out = cache_folder(folder.path, cache_dir)
+    sources = source_hashes(folder)
+    problem = cache_problem(out, sources)
+    if problem is None:
+        logger.info("CTranslate2 model %s (cached)", out)
+        return out
+    if problem != "missing":
+        logger.warning("CTranslate2 cache %s is %s: converting again", out, problem)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as e:
+        raise UserError(f"cannot write the converted model to {out.parent} ({e.strerror}): give "
+                        f"translator.cache_dir=DIR, a folder that can be written") from None
+    try:
+        source = folder.base
+        if folder.adapter is not None:  # merged into a whole model folder first
+            merged = load_model(folder).merge_and_unload()
+            source = tmp / "merged"
+            merged.save_pretrained(str(source))
+            load_tokenizer(Folder(folder.base, folder.base))[0].save_pretrained(str(source))
+        try:
+            ctranslate2.converters.TransformersConverter(str(source)).convert(str(tmp / "model"),
+                                                                             quantization="float32", force=True)
+        except Exception as e:  # the converter's reasons (an architecture it does not know) on one line
+            raise UserError(f"{folder.path}: CTranslate2 cannot convert this model ({type(e).__name__}: "
+                            f"{str(e).splitlines()[0][:300] if str(e) else ''}); test it with "
+                            f"translator=transformers instead") from None
+        model = tmp / "model"
+        marker = {"format": MARKER_FORMAT, "from": sources, "ctranslate2": ctranslate2.__version__,
+                  "files": {p.name: file_sha256(p) for p in sorted(model.iterdir()) if p.is_file()}, "fidelity": {}}
+        from repair.fileio import write_json_atomic
+
+        write_json_atomic(model / MARKER, marker)  # last: a folder without it is an unfinished conversion
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(model, out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    logger.info("converted %s with CTranslate2 %s into %s", folder.path, ctranslate2.__version__, out)
+    return out
+
+
+class TransformersCT2Translator(CTranslate2Translator):
+    """A transformers folder run with CTranslate2 (see the module): the folder's tokenizer encodes and decodes,
+    the target language's token is the target prefix where the model needs one, at most `max_len` new tokens."""
+
+    name = "ctranslate2"
+    extra_options = (*UNUSED, "fairseq_cap", "max_len_a", "max_len_b")  # fairseq's output cap: max_len alone here
+    against = "transformers"  # bleu_vs_fairseq: BLEU against the transformers translator's translations here
+
+    def __init__(self, checkpoint: str | os.PathLike | None = None, *, files=None, source_prefix: str | None = None,
+                 tgt_lang: str | None = None, cache_dir: str | os.PathLike | None = None, beam: int = 5,
+                 max_tokens: int = 4000, max_len: int = 200, compute_type: str | None = None,
+                 min_identical: float = 0.98, sample: Sequence[str] | None = None, device: str = "auto",
+                 threads: int | None = None, workers: int | None = None, **unused: Any):
+        ctranslate2 = _import_ctranslate2()
+        refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b", "data_dir",
+                                                                 "workers")}, self.name)
+        if beam < 1 or max_tokens < 1 or max_len < 1:
+            raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be "
+                            f"positive")
+        if not 0 <= float(min_identical) <= 1:
+            raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
+        path = checkpoint if checkpoint is not None else (files.checkpoint if files is not None else None)
+        if path is None:
+            raise UserError("translator=ctranslate2 needs translator.checkpoint=FOLDER")
+        self.folder = resolve(path)
+        self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
+        self.min_identical, self._fairseq_cap, self.len_penalty = float(min_identical), False, 1.0
+        self.max_len_a, self.max_len_b = 0.0, self.max_len
+        self.source_prefix = (source_prefix.strip() + " ") if source_prefix else ""
+        self._tgt_lang = tgt_lang
+        self.tokenizer, self.forced_bos = load_tokenizer(self.folder, tgt_lang)
+        self._prefix = [self.tokenizer.convert_ids_to_tokens(self.forced_bos)] if self.forced_bos is not None else None
+        self.files, self.model_path = model_files(self.folder), convert_folder(self.folder, cache_dir)
+        self.checkpoint = self.files.checkpoint
+        self._place(ctranslate2, device, threads, workers, compute_type)
+        self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
+        marker = read_marker(self.model_path)
+        if self.fidelity_key in marker.get("fidelity", {}):
+            self._use(marker["fidelity"][self.fidelity_key])
+        elif sample is not None:
+            self._use(self.check_fidelity(sample))
+        else:  # measured on the first texts translated
+            self._pending = True
+            if compute_type:
+                self._load(compute_type)
+
+    @property
+    def fidelity_key(self) -> str:
+        return f"{self.kind} beam={self.beam} max_len={self.max_len} transformers"
+
+    def why_no_search(self) -> str | None:
+        return None
+
+    def searcher(self, beam: int):
+        """CTranslate2 has no lexical constraints: the transformers model this one was converted from searches."""
+        from repair.nmt.hf.translator import TransformersTranslator
+
+        t = TransformersTranslator(self.folder.path, beam=beam, max_len=self.max_len, device=self.kind,
+                                   threads=self.threads * self.workers, tgt_lang=self._tgt_lang,
+                                   source_prefix=self.source_prefix or None)
+        return t.searcher(beam)[0], f", transformers on the {self.name} model's folder"
+
+    def begin(self, texts: list[str]):
+        return None
+
+    def check_fidelity(self, texts: Sequence[str]) -> dict:
+        """Up to SAMPLE of `texts` translated by the transformers translator (float32, the same settings) and by
+        each candidate compute type; their agreement, kept in the converted model's marker and returned."""
+        from repair.nmt.ct2 import SAMPLE
+        from repair.nmt.hf.translator import TransformersTranslator
+
+        sample = [t for t in dict.fromkeys(clean_text(t or "") for t in texts) if t][:SAMPLE]
+        logger.info("fidelity of %s's compute types: %d texts with transformers and %s", self.model_path,
+                    len(sample), ", ".join(self.candidates()))
+        reference = TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len, fp16=False,
+                                           device=self.kind, threads=self.workers * self.threads,
+                                           tgt_lang=self._tgt_lang,
+                                           source_prefix=self.source_prefix or None).translate(sample)
+        results = {}
+        for compute_type in self.candidates():
+            self._load(compute_type)
+            start = time.perf_counter()
+            outputs = self._translate(sample)
+            results[compute_type] = {**agreement(outputs, reference), "seconds": round(time.perf_counter() - start, 3)}
+        record = {"sample": len(sample), "reference": f"transformers float32 on {self.kind}", "candidates": results}
+        save_fidelity(self.model_path, self.fidelity_key, record)
+        return record
+
+    def _translate(self, texts: Sequence[str]) -> list[str]:
+        out = [""] * len(texts)
+        cleaned = [clean_text(t or "") for t in texts]
+        todo = [i for i, t in enumerate(cleaned) if t]
+        if not todo:
+            return out
+        ids = self.tokenizer([self.source_prefix + cleaned[i] for i in todo], truncation=True)["input_ids"]
+        tokens = [self.tokenizer.convert_ids_to_tokens(x) for x in ids]
+        results = self.model.translate_batch(
+            tokens, target_prefix=[self._prefix] * len(tokens) if self._prefix else None, beam_size=self.beam,
+            max_decoding_length=self.max_len, max_batch_size=self.max_tokens, batch_type="tokens", num_hypotheses=1,
+            length_penalty=1.0, return_scores=False)
+        for i, r in zip(todo, results):
+            hyp = r.hypotheses[0][1:] if self._prefix else r.hypotheses[0]
+            out[i] = self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(hyp), skip_special_tokens=True).strip()
+        return out

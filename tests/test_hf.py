@@ -1,0 +1,283 @@
+"""Hugging Face transformers models through the project: translation as the model's own generate(), the target
+language's forced token, the LoRA fine-tune and its scoped edit (adapter on inside the scope, off outside), and the
+loop end to end on a tiny Marian model trained here on Tatoeba (tests/hf_model.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_model import VERSION, build_m2m100, build_marian, build_nllb, short_pairs
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def hf(request) -> dict:
+    """The tiny Marian folder and its Tatoeba corpus, and a tiny M2M100 folder, built once and kept in pytest's
+    cache (rebuilt when tests/hf_model.py's VERSION changes)."""
+    from conftest import SHARED_DATA
+
+    cmn = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
+    if not cmn.is_file():
+        pytest.skip(f"{cmn} is absent (real data for tests lives beside the project)")
+    root = Path(request.config.cache.mkdir(f"hf-models-{VERSION}"))
+    if not (root / "model" / "config.json").is_file():
+        build_marian(cmn, root)
+    if not (root / "m2m" / "config.json").is_file():
+        build_m2m100(root / "m2m", root / "corpus")
+    if not (root / "nllb" / "config.json").is_file():
+        build_nllb(root / "nllb", root / "m2m")
+    return {"corpus": root / "corpus", "model": root / "model", "m2m": root / "m2m", "nllb": root / "nllb"}
+
+
+def generate(translator, texts: list[str], **kw) -> list[str]:
+    """Each text through the model's own generate(), alone, decoded by its tokenizer."""
+    import torch
+
+    tok, model, out = translator.tokenizer, translator.model, []
+    with torch.inference_mode():
+        for text in texts:
+            ids = model.generate(**tok([text], return_tensors="pt"), **kw)[0].tolist()[1:]
+            if kw.get("forced_bos_token_id") is not None:
+                assert ids[0] == kw["forced_bos_token_id"]  # the target language's token comes first
+                ids = ids[1:]
+            out.append(tok.decode(ids, skip_special_tokens=True).strip())
+    return out
+
+
+@pytest.mark.slow
+def test_translations_are_the_model_s_own_generate_on_200_sentences(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = [s for s, _ in short_pairs(hf["corpus"], "test")][:200]
+    assert len(sources) == 200
+    t = TransformersTranslator(hf["model"], beam=4, max_len=30, max_tokens=600, device="cpu", threads=2)
+    assert t.translate(sources) == generate(t, sources, num_beams=4, max_new_tokens=30)
+
+
+def test_translations_are_the_model_s_own_generate(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = [s for s, _ in short_pairs(hf["corpus"], "valid")][:30]
+    t = TransformersTranslator(hf["model"], beam=3, max_len=20, max_tokens=300, device="cpu", threads=2)
+    assert t.translate(sources) == generate(t, sources, num_beams=3, max_new_tokens=20)
+    assert t.translate(["", "  "]) == ["", ""]
+
+
+def test_an_nllb_style_model_gets_its_target_language_token_first(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    sources = ["I have a cat.", "Where is the station?", "Tom is reading a book.", "Hello."]
+    t = TransformersTranslator(hf["m2m"], beam=3, max_len=8, device="cpu")
+    assert t.forced_bos == t.tokenizer.get_lang_id("zh")  # M2M100's default: Chinese
+    ours = t.translate(sources)
+    assert ours == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
+    english = TransformersTranslator(hf["m2m"], beam=3, max_len=8, device="cpu", tgt_lang="en")
+    assert english.forced_bos == t.tokenizer.get_lang_id("en") and english.translate(sources) != ours
+
+
+def test_an_nllb_folder_translates_from_eng_latn_into_zho_hans_by_default(hf, tmp_path):
+    from repair.nmt.hf.translator import TransformersTranslator
+    from repair.purity.translators import make_translator
+
+    sources = ["I have a cat.", "Where is the station?", "Tom is reading a book.", "Hello."]
+    t = TransformersTranslator(hf["nllb"], beam=3, max_len=8, device="cpu")
+    tok = t.tokenizer
+    assert type(tok).__name__ == "NllbTokenizer" and t.forced_bos == tok.convert_tokens_to_ids("zho_Hans")
+    assert t.encode(sources[:1])[0][0] == tok.convert_tokens_to_ids("eng_Latn")  # the source language's token first
+    ours = t.translate(sources)
+    assert ours == generate(t, sources, num_beams=3, max_new_tokens=8, forced_bos_token_id=t.forced_bos)
+    assert len(set(ours)) > 1  # the input matters (a large init_std)
+    ct2 = make_translator({"name": "ctranslate2", "checkpoint": str(hf["nllb"]), "beam": 3, "max_len": 8,
+                           "device": "cpu", "compute_type": "float32", "cache_dir": str(tmp_path)})
+    assert ct2._prefix == ["zho_Hans"] and ct2.translate(sources) == ours  # the language token as target prefix
+
+
+def test_a_name_that_is_not_a_folder_stops_with_one_message(tmp_path):
+    from repair.errors import UserError
+    from repair.purity.translators import make_translator
+
+    with pytest.raises(UserError, match="names on the Hugging Face hub are not fetched"):
+        make_translator({"name": "transformers", "checkpoint": "Helsinki-NLP/opus-mt-en-zh"})
+    with pytest.raises(UserError, match="neither a transformers model folder"):
+        make_translator({"name": "transformers", "checkpoint": str(tmp_path)})
+
+
+def test_translator_fairseq_given_a_transformers_folder_serves_it_with_transformers(hf):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from repair.purity.translators import make_translator
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = OmegaConf.to_container(compose("loop", overrides=["translator.beam=2"]).translator, resolve=True)
+        ct2 = OmegaConf.to_container(compose("loop", overrides=["translator=ctranslate2"]).translator, resolve=True)
+    t = make_translator(cfg, checkpoint=str(hf["model"]))
+    assert t.name == "transformers" and t.beam == 2
+    assert type(make_translator(ct2, checkpoint=str(hf["model"]), device="cpu")).__name__ == "TransformersCT2Translator"
+
+
+def finetuned(hf, tmp_path: Path, adapter: str = "lora") -> tuple[dict, list[tuple[str, str]]]:
+    from repair.nmt.hf.finetune import finetune_model
+    from repair.nmt.hf.folder import model_files, resolve
+
+    corrections = short_pairs(hf["corpus"], "valid")[:8]
+    valid = short_pairs(hf["corpus"], "valid")[50:90]
+    result = finetune_model(model_files(resolve(hf["model"])), corrections * 20, valid, tmp_path / "ft", lr=3e-3,
+                            patience=2, max_epoch=3, probe_pairs=corrections, adapter=adapter, threads=2)
+    return result, corrections
+
+
+def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_model_outside(hf, tmp_path):
+    from repair.purity.scoped import SCOPE_FILE, ScopedTranslator, extended, served
+    from repair.purity.translators import make_translator
+
+    result, corrections = finetuned(hf, tmp_path)
+    best = Path(result["best_checkpoint"])
+    assert (best / "adapter_config.json").is_file() and json.loads((best / "base.json").read_text())["base"]
+    size = lambda p: sum(f.stat().st_size for f in Path(p).rglob("*") if f.is_file())  # noqa: E731
+    assert size(best) < 0.05 * size(hf["model"])
+    assert result["probe_loss_after"] < result["probe_loss_before"]
+    sources = [s for s, _ in corrections]
+    scope = extended(None, "source", 1.0, str(hf["model"].resolve()), sources[:4])
+    (best.parent / SCOPE_FILE).write_text(json.dumps(scope.as_json()), encoding="utf-8")
+    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu"}
+    edit = served(cfg, make_translator(cfg))
+    assert isinstance(edit, ScopedTranslator) and edit.fallback.owner is edit.edited  # one model in memory
+    base = make_translator({**cfg, "checkpoint": str(hf["model"])})
+    outside = [s for s, _ in short_pairs(hf["corpus"], "test")][:60]
+    assert edit.translate(outside + sources[4:]) == base.translate(outside + sources[4:])  # byte for byte
+    assert edit.split(sources[:4]) == [True] * 4 and not any(edit.split(outside + sources[4:]))
+    assert edit.translate(sources[:4]) == edit.edited.translate(sources[:4])
+    assert edit.edited.translate(outside) != base.translate(outside)  # the adapter does change translations
+    merged = make_translator({**cfg, "name": "ctranslate2", "checkpoint": str(best), "compute_type": "float32",
+                              "cache_dir": str(tmp_path / "ct2")})  # CTranslate2: the adapter merged into its model
+    assert json.loads((merged.model_path / "converted.json").read_text())["from"]["adapter"]
+    adapted = edit.edited.translate(outside)
+    assert sum(a == b for a, b in zip(merged.translate(outside), adapted)) >= 0.6 * len(outside)
+
+
+def test_finetune_adapter_none_trains_every_weight_into_a_model_folder(hf, tmp_path):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    result, corrections = finetuned(hf, tmp_path, adapter="none")
+    best = Path(result["best_checkpoint"])
+    assert (best / "config.json").is_file() and not (best / "adapter_config.json").exists()
+    t = TransformersTranslator(best, device="cpu", max_len=30)
+    assert t.folder.adapter is None and result["trained_parameters"] > 10 * 36864
+
+
+@pytest.mark.slow
+def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, tmp_path):
+    sentences = tmp_path / "sentences.en"
+    # longer sentences: their noun phrases are what Purity tests (Tatoeba's short ones hold few)
+    pairs = [p for p in short_pairs(hf["corpus"], "test", max_words=25) if len(p[0].split()) >= 8][:70]
+    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for split, n in (("train", 3000), ("valid", 60), ("test", 100)):
+        for lang in ("en", "zh"):
+            lines = (hf["corpus"] / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
+            (corpus / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = [f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}", f"run_dir={run_dir}",
+            f"purity.input={sentences}", "purity.holdout=15", "model.threads=2", "translator.max_len=40",
+            "finetune.max_epoch=8", "finetune.replay=100", "finetune.keep=50", "finetune.lr=1e-2"]
+    done = subprocess.run([sys.executable, "-m", "repair.loop", *args], cwd=REPO, capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)}, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["corrections"] > 0 and report["fix_rate"] is not None
+    assert report["bleu"]["before"] is not None and report["bleu"]["after"] is not None
+    assert report["heldout"] is not None and {"efficacy", "generality", "locality"} <= set(report["repair"])
+    locality = report["repair"]["locality"]  # unrelated texts, split where the edit taught words
+    outside = locality.get("outside", locality)  # outside the scope: the adapter was off for them
+    assert outside["texts"] > 50 and outside["changed"] == 0
+    best = Path(json.loads((run_dir / "cycle1" / "finetune" / "result.json").read_text())["best_checkpoint"])
+    assert (best / "adapter_config.json").is_file() and (best.parent / "scope.json").is_file()
+
+
+def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fidelity(hf, tmp_path):
+    from repair.nmt.ct2 import MARKER
+    from repair.purity.translators import make_translator
+
+    sources = [s for s, _ in short_pairs(hf["corpus"], "test")][:60]
+    cfg = {"name": "ctranslate2", "checkpoint": str(hf["model"]), "cache_dir": str(tmp_path), "max_len": 30,
+           "device": "cpu", "threads": 2}
+    t = make_translator(cfg)
+    out = t.translate(sources)
+    assert type(t).__name__ == "TransformersCT2Translator" and t.fidelity["checked"]
+    assert set(t.fidelity["candidates"]) >= {"int8", "float32"} and t.fidelity["against"] == "transformers"
+    marker = json.loads((t.model_path / MARKER).read_text())
+    assert marker["from"]["model"] and marker["from"]["adapter"] is None
+    again = make_translator(cfg)  # the cache and its fidelity record are used: no conversion, no measuring
+    assert again.compute_type == t.compute_type and again.translate(sources) == out
+    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}
+    base = make_translator(plain).translate(sources)
+    float32 = make_translator({**cfg, "compute_type": "float32"})
+    same = sum(a == b for a, b in zip(float32.translate(sources), base))
+    assert same >= 0.6 * len(sources)  # the tiny model's repetitions end differently in the two beam searches
+
+
+def test_constrained_search_on_the_decoder_step_writes_the_phrases_and_scores_by_teacher_forcing(hf):
+    from repair.nmt.hf.translator import TransformersTranslator
+
+    pairs = short_pairs(hf["corpus"], "test")[:6]
+    t = TransformersTranslator(hf["model"], max_len=30, device="cpu", threads=2)
+    search, _ = t.searcher(4)
+    assert t.why_no_search() is None
+    phrases = [[z[:2]] for _, z in pairs]  # each reference's first two characters
+    found = search.translate_constrained([s for s, _ in pairs], phrases, beam=4, nbest=2)
+    for hyps, (p,) in zip(found, phrases):
+        assert 1 <= len(hyps) <= 2 and hyps[0].met and p in hyps[0].text.replace(" ", "")
+    two = search.translate_constrained([pairs[0][0]], [[pairs[1][1][:2], pairs[2][1][:2]]], beam=4, ordered=True)[0][0]
+    assert two.met and two.text.index(pairs[1][1][:2]) < two.text.index(pairs[2][1][:2])
+    unspellable = search.translate_constrained([pairs[0][0]], [["\u9fa5\u9fa4"]], beam=4)[0][0]
+    assert not unspellable.met  # characters missing from the vocabulary: reported unmet, never dropped in silence
+    scores = search.score([s for s, _ in pairs] + [""], [z for _, z in pairs] + ["x"])
+    assert all(-20 < x < 0 for x in scores[:-1]) and scores[-1] == float("-inf")
+    assert search.phrase_tokens(pairs[0][1], start=True) == len(search.tgt_codec.encode_all([pairs[0][1]])[0].split())
+
+
+def test_a_run_folder_from_before_the_adapter_keys_resumes(tmp_path):
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from repair.errors import UserError
+    from repair.loop import check_run_config
+
+    with initialize_config_dir(str(REPO / "conf"), version_base=None):
+        cfg = compose("loop")
+    saved = OmegaConf.to_container(cfg, resolve=True)
+    for key in ("adapter", "lora_rank", "lora_alpha", "lora_targets"):
+        del saved["finetune"][key]
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    assert check_run_config(tmp_path, cfg) == []
+    saved["finetune"]["lr"] = 1.0
+    (tmp_path / "config.json").write_text(json.dumps(saved), encoding="utf-8")
+    with pytest.raises(UserError, match="finetune.lr"):
+        check_run_config(tmp_path, cfg)
+
+
+@pytest.mark.slow
+def test_the_translate_benchmark_on_a_marian_folder_prints_its_figures(hf, tmp_path):
+    texts = tmp_path / "texts.en"
+    texts.write_text("".join(s + "\n" for s, _ in short_pairs(hf["corpus"], "test")[:24]), encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "repair.bench", "translate", "--checkpoint", str(hf["model"]),
+                           "--texts", str(texts), "--max-len", "20", "--rounds", "1", "--ft-pairs", "40",
+                           "--ft-epochs", "1"], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    backends = figures["translation"]["backends"]
+    assert backends["transformers"]["per_s"] > 0 and any(k.startswith("ctranslate2:") for k in backends)
+    assert all(0 <= f["identical"] <= 1 for k, f in backends.items() if k != "transformers")
+    lora, full = figures["finetune"]["lora"], figures["finetune"]["none"]
+    assert lora["trained_parameters"] < full["trained_parameters"] and lora["written_mb"] < 0.05 * full["written_mb"]
+    assert lora["peak_rss_mb"] > 0 and full["seconds"] > 0

@@ -461,25 +461,35 @@ class CTranslate2Translator(Translator):
     def check_fidelity(self, texts: Sequence[str]) -> dict:
         """Up to SAMPLE of `texts` translated with fairseq (float32, the same decoding settings) and with each
         candidate compute type; their agreement, kept in the converted model's marker and returned."""
-        import time
-
         from repair.nmt.translator import FairseqTranslator
 
-        sample = [t for t in dict.fromkeys(clean_text(t or "") for t in texts) if t][:SAMPLE]
-        logger.info("fidelity of %s's compute types: %d texts with fairseq and %s", self.model_path, len(sample),
-                    ", ".join(self.candidates()))
+        sample = self.fidelity_sample(texts)
         fairseq = FairseqTranslator(files=self.files, beam=self.beam, max_len=self.max_len, max_len_a=self.max_len_a,
                                     max_len_b=self.max_len_b, len_penalty=self.len_penalty, device=self.kind,
                                     fp16=False, threads=self.workers * self.threads)
         reference = fairseq.translate(sample)
         del fairseq
+        return self.measure_types(sample, reference)
+
+    def fidelity_sample(self, texts: Sequence[str]) -> list[str]:
+        """The fidelity check's texts: the first SAMPLE distinct non-empty ones, cleaned."""
+        sample = [t for t in dict.fromkeys(clean_text(t or "") for t in texts) if t][:SAMPLE]
+        logger.info("fidelity of %s's compute types: %d texts with %s and %s", self.model_path, len(sample),
+                    self.against, ", ".join(self.candidates()))
+        return sample
+
+    def measure_types(self, sample: list[str], reference: list[str]) -> dict:
+        """Each candidate compute type's translations of `sample` against `reference` (the model's own translator's,
+        float32): agreement and seconds, kept in the converted model's marker and returned."""
+        import time
+
         results = {}
         for compute_type in self.candidates():
             self._load(compute_type)
             start = time.perf_counter()
             outputs = self._translate(sample)
             results[compute_type] = {**agreement(outputs, reference), "seconds": round(time.perf_counter() - start, 3)}
-        record = {"sample": len(sample), "reference": f"fairseq float32 on {self.kind}", "candidates": results}
+        record = {"sample": len(sample), "reference": f"{self.against} float32 on {self.kind}", "candidates": results}
         save_fidelity(self.model_path, self.fidelity_key, record)
         return record
 

@@ -12,14 +12,13 @@ import logging
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2, agreement,
-                            cache_folder, cache_problem, file_sha256, read_marker, save_fidelity)
+from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2,
+                            cache_folder, cache_problem, file_sha256, read_marker)
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
 
@@ -144,25 +143,14 @@ class TransformersCT2Translator(CTranslate2Translator):
     def check_fidelity(self, texts: Sequence[str]) -> dict:
         """Up to SAMPLE of `texts` translated by the transformers translator (float32, the same settings) and by
         each candidate compute type; their agreement, kept in the converted model's marker and returned."""
-        from repair.nmt.ct2 import SAMPLE
         from repair.nmt.hf.translator import TransformersTranslator
 
-        sample = [t for t in dict.fromkeys(clean_text(t or "") for t in texts) if t][:SAMPLE]
-        logger.info("fidelity of %s's compute types: %d texts with transformers and %s", self.model_path,
-                    len(sample), ", ".join(self.candidates()))
+        sample = self.fidelity_sample(texts)
         reference = TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len, fp16=False,
                                            device=self.kind, threads=self.workers * self.threads,
                                            tgt_lang=self._tgt_lang,
                                            source_prefix=self.source_prefix or None).translate(sample)
-        results = {}
-        for compute_type in self.candidates():
-            self._load(compute_type)
-            start = time.perf_counter()
-            outputs = self._translate(sample)
-            results[compute_type] = {**agreement(outputs, reference), "seconds": round(time.perf_counter() - start, 3)}
-        record = {"sample": len(sample), "reference": f"transformers float32 on {self.kind}", "candidates": results}
-        save_fidelity(self.model_path, self.fidelity_key, record)
-        return record
+        return self.measure_types(sample, reference)
 
     def _translate(self, texts: Sequence[str]) -> list[str]:
         out = [""] * len(texts)

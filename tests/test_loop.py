@@ -187,7 +187,7 @@ def test_rerun_resumes_without_redoing(finished_run, shared):
 
 
 def test_run_folder_from_another_configuration_is_refused(finished_run, shared):
-    cfg = composed(small(shared) + [f"run_dir={finished_run}", "finetune.lr=1e-3"])
+    cfg = composed(small(shared) + [f"run_dir={finished_run}", "finetune.lr=3e-4"])
     with pytest.raises(UserError, match="finetune.lr"):
         run_loop(cfg, finished_run)
 

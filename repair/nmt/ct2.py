@@ -367,11 +367,17 @@ class CTranslate2Translator(Translator):
                                     "compare its translations with"}
             logger.warning("CTranslate2 model %s: fidelity unchecked (%s)", path, self.fidelity["why"])
             self._load(compute_type or "default")
-        elif self.fidelity_key in marker.get("fidelity", {}):
+        else:
+            self._begin_fidelity(marker, sample, compute_type)
+
+    def _begin_fidelity(self, marker: dict, sample, compute_type: str | None) -> None:
+        """The compute type from the converted model's fidelity record for these settings, else measured on
+        `sample`, else on the first texts translated (a compute type given is loaded meanwhile)."""
+        if self.fidelity_key in marker.get("fidelity", {}):
             self._use(marker["fidelity"][self.fidelity_key])
         elif sample is not None:
             self._use(self.check_fidelity(sample))
-        else:  # measured on the first texts translated
+        else:
             self._pending = True
             if compute_type:
                 self._load(compute_type)

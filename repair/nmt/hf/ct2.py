@@ -111,15 +111,7 @@ class TransformersCT2Translator(CTranslate2Translator):
         self.checkpoint = self.files.checkpoint
         self._place(ctranslate2, device, threads, workers, compute_type)
         self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
-        marker = read_marker(self.model_path)
-        if self.fidelity_key in marker.get("fidelity", {}):
-            self._use(marker["fidelity"][self.fidelity_key])
-        elif sample is not None:
-            self._use(self.check_fidelity(sample))
-        else:  # measured on the first texts translated
-            self._pending = True
-            if compute_type:
-                self._load(compute_type)
+        self._begin_fidelity(read_marker(self.model_path), sample, compute_type)
 
     @property
     def fidelity_key(self) -> str:

@@ -127,6 +127,17 @@ def cache_problem(folder: Path, sources: dict) -> str | None:
     return None
 
 
+def conversion_folder(out: Path) -> Path:
+    """A temporary folder beside `out` for a conversion, renamed into place when it is done; one message where
+    that folder cannot be written."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    except OSError as e:
+        raise UserError(f"cannot write the converted model to {out.parent} ({e.strerror}): "
+                        f"give translator.cache_dir=DIR, a folder that can be written") from None
+
+
 def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = None, valid: bool = False) -> Path:
     """The CTranslate2 model of a fairseq checkpoint: the valid cache, or a fresh conversion (`valid`: the cache
     was just checked)."""
@@ -144,12 +155,7 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
 
     allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
     facts = checkpoint_facts(checkpoint_cfg(load_checkpoint(files.checkpoint)))
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
-    except OSError as e:
-        raise UserError(f"cannot write the converted model to {folder.parent} ({e.strerror}): "
-                        f"give translator.cache_dir=DIR, a folder that can be written") from None
+    tmp = conversion_folder(folder)
     try:
         with tempfile.TemporaryDirectory() as data_dir:
             # The converter reads <data_dir>/dict.<lang>.txt: the model's own dictionaries, wherever they are.

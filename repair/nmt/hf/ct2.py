@@ -11,13 +11,12 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2,
+from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2, conversion_folder,
                             cache_folder, cache_problem, file_sha256, read_marker)
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
@@ -40,12 +39,7 @@ def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -
         return out
     if problem != "missing":
         logger.warning("CTranslate2 cache %s is %s: converting again", out, problem)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    except OSError as e:
-        raise UserError(f"cannot write the converted model to {out.parent} ({e.strerror}): give "
-                        f"translator.cache_dir=DIR, a folder that can be written") from None
+    tmp = conversion_folder(out)
     try:
         source = folder.base
         if folder.adapter is not None:  # merged into a whole model folder first

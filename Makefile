@@ -25,5 +25,7 @@ browser:
 demo: install
 	$(PYTHON) -m repair.loop
 
+# the test files shared out to TEST_WORKERS processes, a file's tests in one of them (they share its fixtures)
+TEST_WORKERS ?= 2
 test: install-test
-	$(PYTHON) -m pytest -q
+	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile

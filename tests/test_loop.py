@@ -241,10 +241,22 @@ def test_resume_after_kills_between_stages_and_inside_finetuning(finished_run, s
     assert (run_dir / "cycle1/test/summary.json").stat().st_mtime_ns == summary_stamp
     report = json.loads((run_dir / "report.json").read_text())
     ours = json.loads((finished_run / "report.json").read_text())
-    # the same seeds and data: the killed run reaches what the uninterrupted one did before fine-tuning
+    # the same seeds and data: the killed run reaches what the uninterrupted one did, to the last figure and weight
     assert report["purity"]["before"] == ours["purity"]["before"]
     assert report["corrections"] == ours["corrections"]
-    assert report["finetune"]["epochs"] >= 1
+    assert ours["finetune"]["epochs"] >= 2  # the kill landed between two epochs
+    from repair.bench.resume import differences, figures, leftovers
+
+    # every figure of the report alike; only the command line differs (the uninterrupted run was called in-process)
+    assert differences(figures(run_dir), figures(finished_run)) == ["command"]
+    assert {"prepare", "train", "test", "review"} <= set(report["resumed"]) and "finetune" not in report["resumed"]
+    assert "finetune" in report["seconds"] and "Resumed:" in (run_dir / "report.md").read_text()
+    import torch
+
+    a, b = (torch.load(d / "cycle1/finetune/checkpoint_best.pt", map_location="cpu", weights_only=False)["model"]
+            for d in (finished_run, run_dir))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert leftovers(run_dir) == []
 
 
 def test_purity_serves_a_scoped_edit_with_its_base_model(finished_run, shared, tmp_path):

@@ -37,6 +37,16 @@ def plain(node: DictConfig) -> dict:
     return OmegaConf.to_container(node, resolve=True)
 
 
+def model_setup(cfg: DictConfig, checkpoint) -> dict:
+    """The report's model: the config group's options for a model trained here; for one brought along
+    (`model.checkpoint`), its path and folder name, not the group's training options, which it was not made with."""
+    if cfg.model.get("checkpoint"):
+        given = Path(str(cfg.model.checkpoint))
+        name = (given if given.is_dir() else given.parent).name or str(given)
+        return {"name": name, "checkpoint": str(given), "trained_here": False, "base_checkpoint": str(checkpoint)}
+    return {**plain(cfg.model), "trained_here": True, "base_checkpoint": str(checkpoint)}
+
+
 def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     """Refuse to mix a run folder with another configuration; name the first key that differs. Returns the keys of
     `resume_before_finetune` that changed in a folder no fine-tune has used yet (taken, and recorded)."""
@@ -177,7 +187,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
                                            tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
     with run.stage("report"):
         path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={
-            "model": {**plain(cfg.model), "base_checkpoint": str(base.checkpoint)},
+            "model": model_setup(cfg, base.checkpoint),
             "data": {**plain(cfg.data), "sentences": str(data.sentences)},
             "parser": plain(cfg.parser),
             "seed": cfg.seed,

@@ -185,13 +185,18 @@ def translator_markdown(translator: dict) -> list[str]:
     return [f"- Translator {translator['name']}, {fidelity_line(f)}"]
 
 
+def model_origin(model: dict) -> str:
+    return f" (brought along: `{model['checkpoint']}`)" if model.get("trained_here") is False else ""
+
+
 def markdown(report: dict) -> str:
     lines = ["# Repair report", ""]
     r = report
     if r.get("warnings"):
         lines += ["**Warnings**", ""] + [f"- {w}" for w in r["warnings"]] + [""]
     lines += [
-        f"Model `{r['model']['name']}` on data `{r['data']['name']}`, parser `{r['parser']['name']}`, "
+        f"Model `{r['model']['name']}`{model_origin(r['model'])} on data `{r['data']['name']}`, parser "
+        f"`{r['parser']['name']}`, "
         f"review `{r['review']['method']}`, threshold d = {r['threshold']}.",
         "",
         "| | before | after |",

@@ -194,6 +194,10 @@ def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, 
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["corrections"] > 0 and report["fix_rate"] is not None
+    # named as brought, not as the config group whose training options it was not made with
+    assert report["model"] == {"name": Path(hf["model"]).name, "checkpoint": str(hf["model"]), "trained_here": False,
+                               "base_checkpoint": report["model"]["base_checkpoint"]}
+    assert f"Model `{Path(hf['model']).name}` (brought along: `{hf['model']}`)" in (run_dir / "report.md").read_text()
     assert report["bleu"]["before"] is not None and report["bleu"]["after"] is not None
     assert report["heldout"] is not None and {"efficacy", "generality", "locality"} <= set(report["repair"])
     locality = report["repair"]["locality"]  # unrelated texts, split where the edit taught words

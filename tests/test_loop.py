@@ -107,6 +107,7 @@ def test_demo_loop_end_to_end(finished_run, shared):
     for stage in ("prepare", "train", "test", "review", "finetune", "verify"):
         assert report["seconds"][stage] >= 0
     assert report["versions"]["fairseq-fixed"] and report["parser"]["name"] == "spacy"
+    assert report["model"]["trained_here"] and report["model"]["name"] == "transformer_tiny"
     for plot in report["plots"].values():
         assert (finished_run / plot).stat().st_size > 1000
     md = (finished_run / "report.md").read_text()

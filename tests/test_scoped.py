@@ -216,6 +216,12 @@ def test_defer_takes_the_edited_models_translation_where_the_words_model_misses_
     assert scoped.translate(texts) == ["高大的水手", "一个水手唱歌了", "老人", "蓝色的车"]
     # each text's translation is its own, whatever else is in the batch
     assert [scoped.translate([t])[0] for t in texts] == scoped.translate(texts)
+    # the base model translates each text once: the translations the routing made are the ones compared
+    asked = []
+    plain = base.translate
+    base.translate = lambda batch: asked.extend(batch) or plain(batch)
+    scoped.translate(texts)
+    assert sorted(asked) == sorted(texts)
 
 
 def write_scope_file(folder, scope):

@@ -228,13 +228,16 @@ class ScopedTranslator(Translator):
         """Whether each text is in the scope (translated by a fine-tuned model)."""
         return [self.router(t) != FALLBACK for t in texts]
 
-    def routes(self, sources: Sequence[str], deferred: bool = False, kept: dict[int, str] | None = None) -> list[int]:
+    def routes(self, sources: Sequence[str], deferred: bool = False, kept: dict[int, str] | None = None,
+               bases: dict[int, str] | None = None) -> list[int]:
         """Scope.route's answer for each source; deferred (with scope.defer): FALLBACK for a text holding only
         taught words whose base translation already holds their terms, as translate() serves it (KEPT, with
-        that translation put in `kept`, where kept is given)."""
+        that translation put in `kept`, where kept is given; every such text's base translation in `bases`)."""
         routes = [self.router(s) for s in sources]
         idx = [i for i, r in enumerate(routes) if r == WORDS] if deferred and self.right is not None else []
         for i, base in zip(idx, self.fallback.translate([sources[i] for i in idx]) if idx else ()):
+            if bases is not None:
+                bases[i] = base
             if self.right(sources[i], base):
                 if kept is None:
                     routes[i] = FALLBACK
@@ -243,11 +246,11 @@ class ScopedTranslator(Translator):
         return routes
 
     def routed(self, sources: Sequence[str], models: tuple, call: Callable[[object, list[int]], list],
-               deferred: bool = False, kept: dict[int, str] | None = None) -> list:
+               deferred: bool = False, kept: dict[int, str] | None = None, bases: dict[int, str] | None = None) -> list:
         """`call(model, indices)` for the sources each of `models` translates (in self.models' order), each
-        group in one call; its results back in the sources' order (deferred, kept: see routes; a kept
+        group in one call; its results back in the sources' order (deferred, kept, bases: see routes; a kept
         source's result is its kept translation)."""
-        routes = self.routes(sources, deferred, kept)
+        routes = self.routes(sources, deferred, kept, bases)
         out: list = [kept.get(i) for i in range(len(sources))] if kept else [None] * len(sources)
         for which, model in enumerate(models):
             idx = [i for i, r in enumerate(routes) if r == which]
@@ -259,25 +262,31 @@ class ScopedTranslator(Translator):
     def translate(self, texts: list[str]) -> list[str]:
         # with defer, the texts holding only taught words go to the base model first, and on where it missed a term
         kept: dict[int, str] = {}
+        bases: dict[int, str] = {}
         out = self.routed(texts, self.models, lambda model, idx: model.translate([texts[i] for i in idx]),
-                          deferred=True, kept=kept)
+                          deferred=True, kept=kept, bases=bases)
         if self.right is not None and self.words is not None:
-            self.second_opinion(texts, out, kept)
+            self.second_opinion(texts, out, kept, bases)
         return out
 
-    def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str]) -> None:
+    def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str],
+                       bases: dict[int, str] | None = None) -> None:
         """defer with a words checkpoint: a text holding only taught words that the base model misses is
         translated by the edited model too (the words model, an earlier epoch, says a word alone right but not
         always in a phrase: "the tall young sailor" -> 护士), and of the two translations those holding every
         taught term compete: the one closest to the base model's translation (the least changed besides the
         taught words, so that its phrases, which hold no taught word and stay with the base model, still read
-        the same) is taken; neither holding them: the words model's, as before. A function of the text alone."""
+        the same) is taken; neither holding them: the words model's, as before. A function of the text alone.
+        `bases`: the base model's translations routes() made of these texts (translated again where absent)."""
         from difflib import SequenceMatcher
 
         idx = [i for i, t in enumerate(texts) if i not in kept and self.router(t) == WORDS]
         if not idx:
             return
-        base = self.fallback.translate([texts[i] for i in idx])
+        missing = [i for i in idx if bases is None or i not in bases]
+        known = {**(bases or {}), **dict(zip(missing, self.fallback.translate([texts[i] for i in missing])
+                                             if missing else ()))}
+        base = [known[i] for i in idx]
         edited = self.edited.translate([texts[i] for i in idx])
         taken = 0
         for i, b, e in zip(idx, base, edited):

@@ -353,7 +353,7 @@ def main(argv: list[str] | None = None) -> None:
     summary = {
         "benchmark": "scale", "sizes": args.sizes, "cpus": os.cpu_count(), "load_average_before": load_before,
         "load_average_after": load_average(), "seconds": round(time.perf_counter() - started, 1),
-        "model": model, "finetune_max_epoch": args.finetune_epochs, "model_max_epoch": override(common, "model.max_epoch"),
+        "model": model, "finetune_max_epoch": args.finetune_epochs, "model_max_epoch": int(override(common, "model.max_epoch")),
         "page": "run" if browser else f"left out ({'--no-browser' if args.no_browser else why_not})",
         "not_linear": [s for s, v in stages.items() if not v["linear"]], "stages": stages,
         "plot": str(out / "scale.png"), "overrides": common,

@@ -269,24 +269,20 @@ class ScopedTranslator(Translator):
             self.second_opinion(texts, out, kept, bases)
         return out
 
-    def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str],
-                       bases: dict[int, str] | None = None) -> None:
+    def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str], bases: dict[int, str]) -> None:
         """defer with a words checkpoint: a text holding only taught words that the base model misses is
         translated by the edited model too (the words model, an earlier epoch, says a word alone right but not
         always in a phrase: "the tall young sailor" -> 护士), and of the two translations those holding every
         taught term compete: the one closest to the base model's translation (the least changed besides the
         taught words, so that its phrases, which hold no taught word and stay with the base model, still read
         the same) is taken; neither holding them: the words model's, as before. A function of the text alone.
-        `bases`: the base model's translations routes() made of these texts (translated again where absent)."""
+        `bases`: the base model's translations routes(deferred=True) made of every text holding only taught words."""
         from difflib import SequenceMatcher
 
         idx = [i for i, t in enumerate(texts) if i not in kept and self.router(t) == WORDS]
         if not idx:
             return
-        missing = [i for i in idx if bases is None or i not in bases]
-        known = {**(bases or {}), **dict(zip(missing, self.fallback.translate([texts[i] for i in missing])
-                                             if missing else ()))}
-        base = [known[i] for i in idx]
+        base = [bases[i] for i in idx]
         edited = self.edited.translate([texts[i] for i in idx])
         taken = 0
         for i, b, e in zip(idx, base, edited):

@@ -441,3 +441,34 @@ def test_texts_begun_in_the_background_are_translated_as_at_once(files, fairseq_
     run_purity(sentences, parser, FairseqTranslator(files=files, **OPTIONS), tmp_path / "fairseq")
     tsv = [(tmp_path / run / "translations.tsv").read_text(encoding="utf-8") for run in ("ct2", "fairseq")]
     assert tsv[0] == tsv[1] and all(s in tsv[0] for s in sentences)
+
+
+class _Listed:
+    """A CTranslate2 search result: hypotheses (the end token included where ended), best first."""
+
+    def __init__(self, *listed: tuple[float, str]):
+        self.scores = [s for s, _ in listed]
+        self.hypotheses = [h.split() for _, h in listed]
+
+
+@pytest.mark.parametrize("listed, verdict", [
+    # whole (under 2 * beam): fewer than `beam` ended before the cap -> at the cap
+    ((( -1.0, "a b c"), (-1.2, "a </s>"), (-1.5, "b c d")), ("cap", None)),
+    # whole: fairseq stops at the step where the 2nd ended (step 2) and chooses the best ended by then; the better
+    # one ended later (step 3) is what patience 2 found, not fairseq
+    (((-0.5, "x y z </s>"), (-1.0, "a b </s>"), (-2.0, "c </s>")), ("ended", ["a", "b"])),
+    # cut (2 * beam listed): the best of those ended by the 2nd listed ending, none that could have ended before it
+    (((-0.5, "a </s>"), (-0.6, "b c </s>"), (-0.7, "d e f </s>"), (-0.8, "g h i j </s>")), ("ended", ["a"])),
+    # cut: the best ended by the 2nd listed ending ended at step 2; one listed ended before it, and no dropped one
+    # can have (one listed at the last step: fewer than one dropped ended before it): fairseq's choice
+    (((-0.5, "b c </s>"), (-0.6, "a </s>"), (-0.7, "d e f </s>"), (-0.8, "g h i j </s>")), ("ended", ["b", "c"])),
+    # cut with two listed at the last step: a dropped hypothesis may have ended at step 1 beside "a", so that
+    # fairseq stopped at step 1 and chose "a": cannot be told
+    (((-0.5, "b c </s>"), (-0.6, "a </s>"), (-0.7, "d e f </s>"), (-0.8, "g e f </s>")), ("unsure", None)),
+])
+def test_fairseqs_choice_is_told_from_one_search_with_patience_2(listed, verdict):
+    """The search with patience 2 (2 * beam hypotheses kept) tells fairseq's choice (patience 1) or says it cannot."""
+    from types import SimpleNamespace
+
+    rule = SimpleNamespace(beam=2, _end="</s>")
+    assert CTranslate2Translator._ended_before_cap(rule, _Listed(*listed)) == verdict

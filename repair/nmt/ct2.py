@@ -7,7 +7,7 @@ penalty, and each text's output cap max_len_a * w + max_len_b (at most max_len t
 where w is the padded width of its source, as FairseqTranslator computes it. CTranslate2 takes one
 cap per call, so texts are grouped by cap (a handful of groups) and each group is one call, batched
 by tokens, all calls submitted at once. At the cap fairseq ends every open beam with the end token;
-a text whose best hypothesis is open there is decided as fairseq would (see `_AtCap`).
+a text that reaches the cap is decided as fairseq would (see `_fairseq_rule` and `_AtCap`).
 
 The converted cache: `<checkpoint>.ct2/` (or `cache_dir/<checkpoint name>.ct2/`), converted in
 float32 (the compute type is chosen when loading), with `converted.json` written last: the sha256 of
@@ -459,7 +459,7 @@ class CTranslate2Translator(Translator):
             raise UserError(f"{self.model_path}: CTranslate2 cannot load this model "
                             f"({str(e).splitlines()[0][:300]})") from None
         self.compute_type = compute_type
-        # fairseq's end of the search at the output cap costs a second search of the texts that reach it; worth it
+        # fairseq's end of the search at the output cap costs a search with patience 2 and scores; worth it
         # where the translations are to be fairseq's (float32), not where the weights are approximate anyway
         self.fairseq_cap = compute_type == "float32" if self._fairseq_cap is None else bool(self._fairseq_cap)
 
@@ -626,44 +626,114 @@ class CTranslate2Translator(Translator):
         for k, cap in enumerate(self.caps([len(t) + 1 for t in tokens])):
             by_cap.setdefault(cap, []).append(k)
         tokens = [t + self._source_suffix for t in tokens]
-        # One call per cap, all submitted before any is awaited: the workers take batches from every group.
-        first = [(cap, group, self.model.translate_batch(
-            [tokens[k] for k in group], beam_size=self.beam, length_penalty=self.len_penalty,
-            max_decoding_length=cap + 1, return_end_token=True, **self._batching([tokens[k] for k in group])))
-            for cap, group in sorted(by_cap.items())]
-        again = []
-        for cap, group, results in first:
-            still_open = []
+        decide = self._fairseq_rule if self.fairseq_cap else self._own_rule
+        for k, hypothesis in decide(tokens, by_cap).items():
+            out[todo[k]] = self._text(hypothesis)
+        return out
+
+    def _own_rule(self, tokens: list[list[str]], by_cap: dict[int, list[int]]) -> dict[int, list[str]]:
+        """CTranslate2's own stop at the cap: the best hypothesis of a search up to cap + 1 tokens, cut at the cap.
+        One call per cap, all submitted before any is awaited: the workers take batches from every group."""
+        calls = [(cap, group, self._first_search([tokens[k] for k in group], cap)) for cap, group in sorted(by_cap.items())]
+        chosen = {}
+        for cap, group, results in calls:
+            for k, result in zip(group, results):
+                hypothesis = result.result().hypotheses[0]
+                chosen[k] = hypothesis[:-1] if hypothesis and hypothesis[-1] == self._end else hypothesis[:cap]
+        return chosen
+
+    def _first_search(self, sources: list[list[str]], cap: int) -> list:
+        """fairseq's search (patience 1: it ends once `beam` hypotheses ended) up to cap + 1 tokens, the best hypothesis."""
+        return self.model.translate_batch(sources, beam_size=self.beam, length_penalty=self.len_penalty,
+                                          max_decoding_length=cap + 1, return_end_token=True,
+                                          **self._batching(sources))
+
+    def _fairseq_rule(self, tokens: list[list[str]], by_cap: dict[int, list[int]]) -> dict[int, list[str]]:
+        """fairseq's translations, its end of the search at the cap included. Each cap's sources are searched with
+        patience 2 up to the cap, every hypothesis returned (_search): this tells fairseq's choice for a source whose
+        search ends before the cap, and gives the hypotheses open at the cap of one that reaches it (see _AtCap),
+        scored with the end token. A list cut by CTranslate2 (see `_ended_before_cap`) is searched again as fairseq
+        searches, once (_first_search: these end before the cap). One search for most sources, not two."""
+        calls = [(cap, group, self._search([_AtCap(tokens[k], cap) for k in group], cap))
+                 for cap, group in sorted(by_cap.items())]
+        chosen: dict[int, list[str]] = {}
+        scoring, again = [], []
+        for cap, group, results in calls:
+            at_cap, unsure = [], []
+            for k, result in zip(group, results):
+                result = result.result()
+                verdict, hypothesis = self._ended_before_cap(result)
+                if verdict == "ended":
+                    chosen[k] = hypothesis
+                elif verdict == "cap":
+                    at_cap.append((k, _AtCap(tokens[k], cap), result))
+                else:
+                    unsure.append(k)
+            if at_cap:  # scored while the next groups are still searched
+                scoring.append(([(k, c) for k, c, _ in at_cap],
+                                self._score_open([c for _, c, _ in at_cap], [r for _, _, r in at_cap])))
+            if unsure:
+                again.append((cap, unsure, self._first_search([tokens[k] for k in unsure], cap)))
+        late = []  # searched again, yet open at the cap: not expected (see _ended_before_cap), decided as at the cap
+        for cap, group, results in again:
             for k, result in zip(group, results):
                 hypothesis = result.result().hypotheses[0]
                 if hypothesis and hypothesis[-1] == self._end:
-                    # Ended: fairseq's choice too (the same search and scores; one that ended at the cap beats
-                    # every other hypothesis ended there by fairseq's forced end token, being better ranked).
-                    out[todo[k]] = self._text(hypothesis[:-1])
-                elif self.fairseq_cap:  # open at the cap, where fairseq forces the end token: see _AtCap
-                    still_open.append(k)
-                else:  # CTranslate2's own stop at the cap
-                    out[todo[k]] = self._text(hypothesis[:cap])
-            if still_open:  # submitted while the next groups are still searched
-                at_cap = [_AtCap(tokens[k], cap) for k in still_open]
-                again.append((still_open, at_cap, self._search(at_cap, cap)))
-        scoring = [(group, at_cap, self._score_open(at_cap, [r.result() for r in results]))
-                   for group, at_cap, results in again]
+                    chosen[k] = hypothesis[:-1]
+                else:
+                    late.append((cap, k))
+        for cap, k in late:
+            c = _AtCap(tokens[k], cap)
+            scoring.append(([(k, c)], self._score_open([c], [r.result() for r in self._search([c], cap)])))
+        self._decide_at_cap(scoring, chosen)
+        logger.debug("fairseq's rule: %d sources, %d at the cap, %d searched again (their hypotheses cut)",
+                     len(tokens), sum(len(group) for group, _ in scoring), sum(len(group) for _, group, _ in again))
+        return chosen
+
+    def _ended_before_cap(self, result) -> tuple[str, list[str] | None]:
+        """What fairseq's search (patience 1) of a source chooses, told from CTranslate2's search with patience 2 up
+        to the cap (the same steps, going on until 2 * beam hypotheses ended; all returned, best first, up to
+        2 * beam): ("ended", its hypothesis) where it ends before the cap, ("cap", None) where it reaches the cap,
+        ("unsure", None) where the list was cut and the dropped hypotheses could change the choice.
+
+        A hypothesis of n tokens (the end token included) ended at step n - 1; fairseq stops at the first step s*
+        by which `beam` have ended and chooses the best ended by then. A whole list (under 2 * beam) tells s*. A cut
+        list holds the best 2 * beam: the dropped ones score below all of them and ended at most at the last step
+        t; fewer than n of them ended before t, n being the listed ones that ended at t (else the search had stopped
+        before t). So the best listed hypothesis ended by the step where `beam` of the listed had ended is fairseq's
+        choice when fewer than `beam` can have ended before it: those listed plus n - 1."""
+        listed = list(zip(result.scores, result.hypotheses))
+        ended = [len(h) - 1 for _, h in listed if h and h[-1] == self._end]
+        if len(listed) < 2 * self.beam:
+            if len(ended) < self.beam:
+                return "cap", None
+            stop = sorted(ended)[self.beam - 1]
+            return "ended", next(h[:-1] for _, h in listed if h and h[-1] == self._end and len(h) - 1 <= stop)
+        steps = [len(h) - 1 for _, h in listed]
+        last = max(steps)
+        stop = sorted(steps)[self.beam - 1]  # before `last`: at most `beam` end at a step
+        best = next(h for _, h in listed if len(h) - 1 <= stop)
+        if best and best[-1] == self._end and sum(s < len(best) - 1 for s in steps) + steps.count(last) <= self.beam:
+            return "ended", best[:-1]
+        return "unsure", None
+
+    def _decide_at_cap(self, scoring: list, chosen: dict[int, list[str]]) -> None:
+        """The sources at the cap, their open hypotheses being scored: each one's best; those a hypothesis fairseq
+        keeps open and CTranslate2 did not return could beat searched one step further (_search_one_more_step)."""
         undecided = []
-        for group, at_cap, scored in scoring:
+        for group, scored in scoring:
             self._take_scores(scored)
-            undecided += [(k, c) for k, c in zip(group, at_cap) if c.bound > c.score]
-            for k, c in zip(group, at_cap):
-                out[todo[k]] = self._text(c.hypothesis)
+            undecided += [(k, c) for k, c in group if c.bound > c.score]
+            for k, c in group:
+                chosen[k] = c.hypothesis
         if undecided:
             self._search_one_more_step([c for _, c in undecided])
             for k, c in undecided:
-                out[todo[k]] = self._text(c.hypothesis)
+                chosen[k] = c.hypothesis
             unsure = sum(c.bound > c.score for _, c in undecided)
             if unsure:
                 logger.info("%d translation(s) reaching the output cap may differ from fairseq's: a hypothesis "
                             "fairseq keeps open there is not among those CTranslate2 returns", unsure)
-        return out
 
     def _text(self, hypothesis: Sequence[str]) -> str:
         return self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))
@@ -756,9 +826,9 @@ class _AtCap:
     """A source whose best hypothesis is still open at its cap. After `cap` tokens fairseq allows only the
     end token: each hypothesis still open is ended, scored with the end token's log probability, normalized by
     its length with the end token (cap + 1) and compared with those that ended before. CTranslate2 instead
-    takes the best `beam` of all continuations at its last step. So the source is searched again up to `cap`
-    tokens, the open hypotheses are scored with the end token (score_batch includes it) and the best of all,
-    as fairseq's finalize scores them, is its translation. `bound`: the best score a hypothesis fairseq kept
+    takes the best `beam` of all continuations at its last step. So the source is searched up to `cap` tokens
+    keeping every hypothesis (_search), the open hypotheses are scored with the end token (score_batch includes
+    it) and the best of all, as fairseq's finalize scores them, is its translation. `bound`: the best score a hypothesis fairseq kept
     open and CTranslate2 did not return can have (-inf: none)."""
 
     def __init__(self, source: list[str], cap: int):

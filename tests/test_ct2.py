@@ -61,17 +61,26 @@ def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
     out = ct2.translate(texts())
     assert out == fairseq_out
     assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
+    # few of these texts reach the cap: the next call searches only those again, with the same translations
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
+        assert ct2.translate(texts()) == fairseq_out
+    assert "fairseq's rule (searched again at the cap)" in caplog.text
 
 
+@pytest.mark.parametrize("way", ["one search", "searched again at the cap"])
 @pytest.mark.parametrize("max_len, len_penalty", [(2, 1.0), (3, 1.0), (4, 0.6), (4, 1.3)])
-def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_out, max_len, len_penalty, caplog):
-    """Outputs cut at the cap: fairseq ends every open hypothesis with its end token's score there."""
+def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_out, max_len, len_penalty, way, caplog):
+    """Outputs cut at the cap: fairseq ends every open hypothesis with its end token's score there; both ways
+    of finding it (one search keeping every hypothesis, or the texts at the cap searched again)."""
     options = {**OPTIONS, "max_len": max_len, "len_penalty": len_penalty}
     sources = texts()
     fairseq = FairseqTranslator(files=files, **options).translate(sources)
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
-    with caplog.at_level(logging.INFO):
+    # the way is chosen by the share of texts that reached the cap so far: none of 100 makes it the second search
+    ct2._cap_counts = (0, 0) if way == "one search" else (100, 0)
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
         assert ct2.translate(sources) == fairseq
+    assert f"fairseq's rule ({way})" in caplog.text
     assert "may differ" not in caplog.text
     assert sum(a != b for a, b in zip(fairseq, fairseq_out)) >= 10  # many cut by the cap
 

@@ -40,6 +40,7 @@ import math
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -377,6 +378,7 @@ class CTranslate2Translator(Translator):
         self._place(ctranslate2, device, threads, workers, compute_type)
         self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
         self._cap_counts = (0, 0)  # texts translated with fairseq's rule at the cap, and how many reached it
+        self._cap_lock = threading.Lock()
         if marker is None:  # converted elsewhere: nothing to compare with
             self.fidelity = {"checked": False, "compute_type": compute_type or "default",
                              "why": "translator.model_dir: a model converted elsewhere, no fairseq checkpoint to "
@@ -588,8 +590,6 @@ class CTranslate2Translator(Translator):
         on the first texts translated."""
         if self._pending or self.model is None or not texts:
             return None
-        import threading
-
         box: dict = {}
 
         def work() -> None:
@@ -640,7 +640,8 @@ class CTranslate2Translator(Translator):
     def _own_rule(self, tokens: list[list[str]], by_cap: dict[int, list[int]]) -> dict[int, list[str]]:
         """CTranslate2's own stop at the cap: the best hypothesis of a search up to cap + 1 tokens, cut at the cap.
         One call per cap, all submitted before any is awaited: the workers take batches from every group."""
-        calls = [(cap, group, self._first_search([tokens[k] for k in group], cap)) for cap, group in sorted(by_cap.items())]
+        calls = [(cap, group, self._first_search([tokens[k] for k in group], cap))
+                 for cap, group in sorted(by_cap.items())]
         chosen = {}
         for cap, group, results in calls:
             for k, result in zip(group, results):
@@ -649,7 +650,8 @@ class CTranslate2Translator(Translator):
         return chosen
 
     def _first_search(self, sources: list[list[str]], cap: int) -> list:
-        """fairseq's search (patience 1: it ends once `beam` hypotheses ended) up to cap + 1 tokens, the best hypothesis."""
+        """fairseq's search (patience 1: it ends once `beam` hypotheses ended) up to cap + 1 tokens: the best
+        hypothesis."""
         return self.model.translate_batch(sources, beam_size=self.beam, length_penalty=self.len_penalty,
                                           max_decoding_length=cap + 1, return_end_token=True,
                                           **self._batching(sources))
@@ -665,7 +667,9 @@ class CTranslate2Translator(Translator):
         seen, reached = self._cap_counts
         together = seen == 0 or reached >= CAP_SHARE * seen
         chosen, at_cap = (self._one_search if together else self._cap_searched_again)(tokens, by_cap)
-        self._cap_counts = (seen + len(tokens), reached + at_cap)
+        with self._cap_lock:  # Purity's sentences are translated in a thread of their own meanwhile (begin)
+            seen, reached = self._cap_counts
+            self._cap_counts = (seen + len(tokens), reached + at_cap)
         logger.debug("fairseq's rule (%s): %d sources, %d reached the cap", "one search" if together else
                      "searched again at the cap", len(tokens), at_cap)
         return chosen

@@ -85,6 +85,15 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
     assert sum(a != b for a, b in zip(fairseq, fairseq_out)) >= 10  # many cut by the cap
 
 
+def test_float32_with_beam_1_gives_fairseqs_translations(files, caplog):
+    """A greedy search (beam 1) at a cap most texts reach: the texts at the cap searched again, as fairseq ends them."""
+    options = {**OPTIONS, "beam": 1, "max_len": 3}
+    fairseq = FairseqTranslator(files=files, **options).translate(texts())
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
+        assert CTranslate2Translator(files=files, compute_type="float32", **options).translate(texts()) == fairseq
+    assert "fairseq's rule (searched again at the cap)" in caplog.text
+
+
 def test_int8_translates(files, fairseq_out, caplog):
     with caplog.at_level(logging.INFO):
         ct2 = CTranslate2Translator(files=files, compute_type="int8", **OPTIONS)

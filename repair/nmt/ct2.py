@@ -665,7 +665,8 @@ class CTranslate2Translator(Translator):
         searches. Which: by the share of this translator's texts so far that reached the cap (CAP_SHARE), the
         second way for its first call."""
         seen, reached = self._cap_counts
-        together = seen == 0 or reached >= CAP_SHARE * seen
+        # with beam 1 CTranslate2 searches greedily, ignoring patience: its list tells nothing, always the second way
+        together = self.beam > 1 and (seen == 0 or reached >= CAP_SHARE * seen)
         chosen, at_cap = (self._one_search if together else self._cap_searched_again)(tokens, by_cap)
         with self._cap_lock:  # Purity's sentences are translated in a thread of their own meanwhile (begin)
             seen, reached = self._cap_counts

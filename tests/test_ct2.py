@@ -166,18 +166,20 @@ def test_a_cached_conversion_imports_neither_fairseq_nor_torch(files, data_dir, 
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     loaded = set(json.loads(result.stdout.split("LOADED ", 1)[1].replace("'", '"')))
-    assert {"spacy", "ctranslate2", "sentencepiece", "repair"} <= loaded  # what the run uses ...
+    assert {"ctranslate2", "sentencepiece", "repair"} <= loaded  # what the run uses ...
     assert not loaded & {"torch", "fairseq"}  # ... and nothing it does not
     assert "(cached)" in result.stdout + result.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    # spaCy in a process of its own (repair.purity.parsers.process), not imported here
+    assert "spacy" not in loaded and summary["settings"]["parser"] == "spacy" and summary["parser_process"]["load"] > 0
     fidelity = summary["translator"]["fidelity"]
     assert fidelity["checked"] and summary["translator"]["compute_type"] == fidelity["compute_type"]
     assert "float32" in fidelity["candidates"] and 0 <= fidelity["identical"] <= 1
 
 
 def test_the_command_line_begins_the_sentences_before_the_parser_loads(files, data_dir, tmp_path):  # noqa: F811
-    """With a cached conversion, repair.purity builds the translator first and translates the sentences while spaCy
-    loads and parses; a parser that then fails is one clear error, its translations waited for (a process that
+    """With a cached conversion, repair.purity loads spaCy in a process of its own and translates the sentences while
+    it loads and parses; a parser that then fails is one clear error, its translations waited for (a process that
     ended with CTranslate2's threads still translating was aborted: 'terminate called without an active exception')."""
     CTranslate2Translator(files=files, sample=texts(), **OPTIONS)  # converted, fidelity measured
     sentences = list(dict.fromkeys(en for en, _ in corpus.pairs(400, seed=23)))
@@ -190,8 +192,9 @@ def test_the_command_line_begins_the_sentences_before_the_parser_loads(files, da
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]
     log = run.stdout + run.stderr
-    assert log.index("(cached)") < log.index("spaCy parser:")  # the translator first, then the parser
+    assert "(cached)" in log and "spaCy parser:" in log and "loaded in a process of its own" in log
     assert f"{len(sentences)} sentences translated while their pairs were built" in log
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["parser_process"]["parse"] > 0
     table = (tmp_path / "run" / "translations.tsv").read_text(encoding="utf-8").splitlines()
     ct2 = CTranslate2Translator(files=files, **OPTIONS)
     sources = [row.split("\t")[0] for row in table]

@@ -176,3 +176,51 @@ def test_paper_pair_through_rti(parser):
                     for line in path.read_text(encoding="utf-8").splitlines() if "Bolsonaro" in line)
     [tree] = parser.parse([sentence])
     assert ("chummy bilateral talks with Trump", "chummy bilateral talks") in rti.rti_pairs(tree, sentence)
+
+
+def test_a_parser_in_a_process_of_its_own_gives_the_same_trees(parser):
+    """repair.purity's spaCy in a child process (started at once, loading while the translator starts): the trees
+    are those of the parser in-process; a missing model is the same clear error, raised when trees are asked for.
+    Started by `spawn` here (this test process may run threads of pytest's: no fork under them); the command line
+    forks, tested in tests/test_ct2.py."""
+    from repair.purity.parsers.process import ParserProcess
+
+    method = "spawn"
+
+    sentences = ["The chummy bilateral talks with Trump that were planned ended early.", "",
+                 "Officials in Washington (and Beijing) said so on Tuesday."]
+    own = ParserProcess({"name": "spacy"}, method=method)
+    try:
+        assert own.parse(sentences) == parser.parse(sentences)
+        assert own.seconds["load"] > 0 and own.seconds["parse"] >= 0
+        assert own.parse(sentences[:1]) == parser.parse(sentences[:1])  # it keeps answering
+    finally:
+        own.close()
+    assert not own._process.is_alive()
+    with pytest.raises(UserError) as in_process:
+        make_parser({"name": "spacy", "model": "en_no_such_model"})
+    missing = ParserProcess({"name": "spacy", "model": "en_no_such_model"}, method=method)
+    try:
+        with pytest.raises(UserError) as in_child:
+            missing.parse(sentences)
+    finally:
+        missing.close()
+    assert str(in_child.value) == str(in_process.value)
+
+
+def test_only_spacy_on_linux_with_no_other_thread_gets_a_process():
+    """A process of its own where it pays (spaCy's load) and forking is safe (no thread running yet)."""
+    import threading
+
+    from repair.purity.parsers.process import parser_in_its_own_process
+
+    assert parser_in_its_own_process({"name": "ptb", "path": "trees.txt"}) is None
+    assert parser_in_its_own_process({"name": "stanza"}) is None
+    gate = threading.Event()
+    other = threading.Thread(target=gate.wait)
+    other.start()
+    try:
+        assert parser_in_its_own_process({"name": "spacy"}) is None
+    finally:
+        gate.set()
+        other.join()

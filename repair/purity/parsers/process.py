@@ -1,0 +1,124 @@
+"""A parser loaded and run in a process of its own, so that loading it overlaps the translator's start.
+
+`python -m repair.purity input=FILE parser=spacy` spends about a CPU second importing and loading spaCy, in the
+same interpreter that builds the translator and then, while CTranslate2 translates the sentences in its own
+threads, holds the GIL for spaCy's Python code. Forked at the very start of the run (before the translator
+starts any thread), a child process builds the parser itself and answers parse requests over a pipe: it loads
+while the parent builds the translator and begins the sentences, and it parses in its own interpreter. The
+trees are the parser's own, the same as in-process (tests/test_parsers_spacy.py); a user's mistake in the
+parser's options (a missing model) is the same message, raised where the trees are asked for.
+
+Used only where forking is safe and cheap: Linux, the `fork` start method, no other thread running yet
+(`parser_in_its_own_process`); elsewhere the parser is built in-process as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Mapping
+
+from repair.errors import UserError
+from repair.purity.parsers.base import Parser
+
+log = logging.getLogger(__name__)
+
+# Backends worth a process of their own: a load of about a second against a fork's few milliseconds.
+OWN_PROCESS = ("spacy",)
+
+
+def _serve(conn, cfg: dict) -> None:
+    """The child: build the parser, then answer each list of sentences with their trees until told to stop."""
+    from repair.purity.parsers import make_parser
+
+    began = time.perf_counter()
+    parser = failure = None
+    try:
+        parser = make_parser(cfg)
+    except UserError as e:
+        failure = ("user", str(e))
+    except Exception:  # noqa: BLE001 - reported by the parent, with this traceback
+        failure = ("error", traceback.format_exc())
+    load = time.perf_counter() - began
+    try:
+        while True:
+            try:
+                sentences = conn.recv()
+            except EOFError:
+                return
+            if sentences is None:
+                return
+            if failure is not None:
+                conn.send(failure)
+                continue
+            began = time.perf_counter()
+            try:
+                trees = parser.parse(sentences)
+            except UserError as e:
+                conn.send(("user", str(e)))
+            except Exception:  # noqa: BLE001
+                conn.send(("error", traceback.format_exc()))
+            else:
+                conn.send(("trees", {"trees": trees, "load": round(load, 3),
+                                     "parse": round(time.perf_counter() - began, 3)}))
+    except KeyboardInterrupt:  # the parent stops too; nothing to print here
+        return
+
+
+class ParserProcess(Parser):
+    """The parser of `cfg` (as make_parser takes it), built and run in a child process started at once.
+
+    `seconds`: the child's seconds to load the parser and to parse (known after the first parse).
+    `close()` ends the child (it also ends with its parent).
+    """
+
+    def __init__(self, cfg: Mapping[str, Any], method: str = "fork"):
+        self.name = str(cfg.get("name", "parser"))
+        context = multiprocessing.get_context(method)
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child, dict(cfg)), name=f"{self.name}-parser",
+                                        daemon=True)
+        self._process.start()
+        child.close()
+        self.seconds: dict[str, float] = {}
+
+    def parse(self, sentences: list[str]) -> list[str]:
+        try:
+            self._conn.send(list(sentences))
+            kind, answer = self._conn.recv()
+        except (EOFError, OSError):
+            self._process.join(5)
+            raise RuntimeError(f"the {self.name} parser's process ended without parsing (exit code "
+                               f"{self._process.exitcode})") from None
+        if kind == "user":
+            raise UserError(answer)
+        if kind == "error":
+            raise RuntimeError(f"the {self.name} parser failed in its process:\n{answer}")
+        self.seconds = {"load": answer["load"], "parse": answer["parse"]}
+        return answer["trees"]
+
+    def close(self) -> None:
+        try:
+            self._conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self._conn.close()
+        self._process.join(10)
+        if self._process.is_alive():
+            self._process.terminate()
+
+
+def parser_in_its_own_process(cfg: Mapping[str, Any]) -> ParserProcess | None:
+    """A ParserProcess for `cfg` where it pays and forking is safe (see the module doc), else None."""
+    if (cfg.get("name") not in OWN_PROCESS or not sys.platform.startswith("linux")
+            or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1):
+        return None
+    try:
+        return ParserProcess(cfg)
+    except OSError as e:  # no process to be had (limits): in-process as before
+        log.info("parser in-process (no process of its own: %s)", e)
+        return None

@@ -33,6 +33,14 @@ OWN_PROCESS = ("spacy",)
 
 def _serve(conn, cfg: dict) -> None:
     """The child: build the parser, then answer each list of sentences with their trees until told to stop."""
+    try:
+        _answer(conn, *_build(cfg))
+    except KeyboardInterrupt:  # Ctrl-C reaches the parent too, which says so; nothing to print here
+        return
+
+
+def _build(cfg: dict):
+    """The parser (or why there is none) and its seconds to load."""
     from repair.purity.parsers import make_parser
 
     began = time.perf_counter()
@@ -43,30 +51,29 @@ def _serve(conn, cfg: dict) -> None:
         failure = ("user", str(e))
     except Exception:  # noqa: BLE001 - reported by the parent, with this traceback
         failure = ("error", traceback.format_exc())
-    load = time.perf_counter() - began
-    try:
-        while True:
-            try:
-                sentences = conn.recv()
-            except EOFError:
-                return
-            if sentences is None:
-                return
-            if failure is not None:
-                conn.send(failure)
-                continue
-            began = time.perf_counter()
-            try:
-                trees = parser.parse(sentences)
-            except UserError as e:
-                conn.send(("user", str(e)))
-            except Exception:  # noqa: BLE001
-                conn.send(("error", traceback.format_exc()))
-            else:
-                conn.send(("trees", {"trees": trees, "load": round(load, 3),
-                                     "parse": round(time.perf_counter() - began, 3)}))
-    except KeyboardInterrupt:  # the parent stops too; nothing to print here
-        return
+    return parser, failure, time.perf_counter() - began
+
+
+def _answer(conn, parser, failure, load: float) -> None:
+    while True:
+        try:
+            sentences = conn.recv()
+        except EOFError:
+            return
+        if sentences is None:
+            return
+        if failure is not None:
+            conn.send(failure)
+            continue
+        began = time.perf_counter()
+        try:
+            trees = parser.parse(sentences)
+        except UserError as e:
+            conn.send(("user", str(e)))
+        except Exception:  # noqa: BLE001
+            conn.send(("error", traceback.format_exc()))
+        else:
+            conn.send(("trees", {"trees": trees, "load": round(load, 3), "parse": round(time.perf_counter() - began, 3)}))
 
 
 class ParserProcess(Parser):

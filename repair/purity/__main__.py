@@ -54,9 +54,10 @@ def fidelity_rows(translator: dict) -> list[tuple[str, str]]:
 
 @exit_on_user_error
 def purity(cfg: DictConfig, out_dir: str) -> dict:
-    """The run. With an input file the translator is built first and begins its sentences (CTranslate2, a cached
-    conversion: in its own threads) while the parser loads and parses them: the cores a start-up leaves idle
-    translate (the same translations, each text once)."""
+    """The run. With an input file, spaCy loads in a process of its own from the start (repair.purity.parsers.
+    process; else the parser loads here after the translator), and the translator is built and begins the
+    sentences (CTranslate2, a cached conversion: in its own threads) while the parser loads and parses them: the
+    cores a start-up leaves idle translate (the same trees and translations, each text once)."""
     group = OmegaConf.to_container(cfg, resolve=True)
     settings = run_settings(group)
     parser_cfg = OmegaConf.to_container(cfg.parser, resolve=True)
@@ -81,7 +82,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
                              lines=lines, suggest=group.get("suggest"), begun=begun, **settings)
     finally:
         if own is not None:
-            own.close()
+            own.close(now=not own.seconds)  # not yet asked for trees: a failed run, whose error need not wait
     if own is not None and own.seconds:
         note_parser_process(summary, own, out_dir)
     print(summary_table(summary), flush=True)

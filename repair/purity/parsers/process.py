@@ -108,15 +108,20 @@ class ParserProcess(Parser):
         self.seconds = {"load": answer["load"], "parse": answer["parse"]}
         return answer["trees"]
 
-    def close(self) -> None:
-        try:
-            self._conn.send(None)
-        except (OSError, ValueError):
-            pass
+    def close(self, now: bool = False) -> None:
+        """Ends the child: told to stop (it is idle once it has answered), or at once (`now`: a run that failed
+        before asking, whose error need not wait for spaCy to finish loading)."""
+        if not now:
+            try:
+                self._conn.send(None)
+            except (OSError, ValueError):
+                now = True
         self._conn.close()
-        self._process.join(10)
+        if not now:
+            self._process.join(10)
         if self._process.is_alive():
             self._process.terminate()
+            self._process.join(10)
 
 
 def parser_in_its_own_process(cfg: Mapping[str, Any]) -> ParserProcess | None:

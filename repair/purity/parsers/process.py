@@ -8,14 +8,15 @@ while the parent builds the translator and begins the sentences, and it parses i
 trees are the parser's own, the same as in-process (tests/test_parsers_spacy.py); a user's mistake in the
 parser's options (a missing model) is the same message, raised where the trees are asked for.
 
-Used only where forking is safe and cheap: Linux, the `fork` start method, no other thread running yet
-(`parser_in_its_own_process`); elsewhere the parser is built in-process as before.
+Used only where forking is safe and cheap: Linux, the `fork` start method, no other thread running yet, Python's
+or native (`parser_in_its_own_process`); elsewhere the parser is built in-process as before.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import sys
 import threading
 import time
@@ -124,10 +125,19 @@ class ParserProcess(Parser):
             self._process.join(10)
 
 
+def only_thread() -> bool:
+    """Whether this process runs one thread: no Python thread besides this one, nor a native one (a translator's
+    from an earlier job of a sweep, whose locks a fork would copy held)."""
+    try:
+        return threading.active_count() == 1 and len(os.listdir("/proc/self/task")) == 1
+    except OSError:
+        return False
+
+
 def parser_in_its_own_process(cfg: Mapping[str, Any]) -> ParserProcess | None:
     """A ParserProcess for `cfg` where it pays and forking is safe (see the module doc), else None."""
     if (cfg.get("name") not in OWN_PROCESS or not sys.platform.startswith("linux")
-            or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1):
+            or "fork" not in multiprocessing.get_all_start_methods() or not only_thread()):
         return None
     try:
         return ParserProcess(cfg)

@@ -285,3 +285,29 @@ def test_the_translate_benchmark_on_a_marian_folder_prints_its_figures(hf, tmp_p
     lora, full = figures["finetune"]["lora"], figures["finetune"]["none"]
     assert lora["trained_parameters"] < full["trained_parameters"] and lora["written_mb"] < 0.05 * full["written_mb"]
     assert lora["peak_rss_mb"] > 0 and full["seconds"] > 0
+
+
+def test_an_adapter_of_a_loaded_base_model_shares_its_weights(hf, tmp_path):
+    """The loop's translators: a LoRA fine-tune of the base model already loaded is added to that model (its
+    weights in memory once); each translates as if loaded alone, the base with every adapter off."""
+    from repair.nmt.hf.translator import TransformersTranslator
+    from repair.stages import Translators
+
+    result, corrections = finetuned(hf, tmp_path)
+    best = Path(result["best_checkpoint"])
+    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu"}
+    outside = [s for s, _ in short_pairs(hf["corpus"], "test")][:40] + [s for s, _ in corrections]
+    alone_base = TransformersTranslator(hf["model"], beam=3, max_len=30, device="cpu").translate(outside)
+    alone_adapter = TransformersTranslator(best, beam=3, max_len=30, device="cpu").translate(outside)
+    assert alone_adapter != alone_base
+    translators = Translators(cfg)
+    base_files = translators.load(hf["model"], None)
+    base = translators(base_files)
+    adapted = translators(base_files.with_checkpoint(str(best)))
+    assert adapted.model.get_base_model() is base.model  # one copy of the base weights
+    assert adapted.translate(outside) == alone_adapter
+    assert base.translate(outside) == alone_base  # the base with the adapter off, after the adapter ran
+    again = base.with_adapter(best)  # a second adapter (the same weights under another name) beside the first
+    assert again.translate(outside) == alone_adapter and adapted.translate(outside) == alone_adapter
+    assert base.translate(outside) == alone_base
+    assert base.with_adapter(hf["model"]) is None and adapted.with_adapter(best) is None  # no adapter / not a base

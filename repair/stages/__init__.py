@@ -117,8 +117,19 @@ class Translators:
         key = f"{model.checkpoint}#plain"
         if key not in self.built:
             # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
-            self.built[key] = self._make(files=model, checkpoint=None, data_dir=None, **{k: None for k in OPTION_KEYS})
+            self.built[key] = self.adapter_of_built(model) or self._make(files=model, checkpoint=None, data_dir=None,
+                                                                          **{k: None for k in OPTION_KEYS})
         return self.built[key]
+
+    def adapter_of_built(self, model: "ModelFiles") -> "Translator | None":
+        """A transformers adapter (a LoRA fine-tune) whose base model is built already: added to that model, so
+        that its weights are in memory once (TransformersTranslator.with_adapter); None otherwise."""
+        for built in {id(t): t for t in self.built.values()}.values():
+            adapted = getattr(built, "with_adapter", None)
+            twin = adapted(model.checkpoint) if adapted is not None else None
+            if twin is not None:
+                return twin
+        return None
 
     def load(self, checkpoint: Path, data_dir: Path | None) -> "ModelFiles":
         """A checkpoint (file or model folder) loaded once, into its translator: its files, resolved

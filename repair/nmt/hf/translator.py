@@ -72,6 +72,10 @@ class TransformersTranslator(Translator):
         self.files = model_files(self.folder)
         self.checkpoint = self.files.checkpoint
         self.adapter_on = True
+        # the PEFT model whose adapters this model's layers hold (its own, or ones added by with_adapter), and the
+        # name of this translator's adapter among them (None: the base model, adapters off)
+        self._peft = self.model if self.folder.adapter is not None else None
+        self._adapter_name = "default" if self.folder.adapter is not None else None
         self.max_source = int(getattr(self.tokenizer, "model_max_length", 512) or 512)
         positions = int(getattr(self.model.config, "max_position_embeddings", 0) or 0)
         self.max_source = min(self.max_source, positions or self.max_source)
@@ -109,13 +113,54 @@ class TransformersTranslator(Translator):
             return None
         return _BaseView(self)
 
+    def with_adapter(self, path: str | os.PathLike) -> "TransformersTranslator | None":
+        """The translator of the adapter folder `path` when it applies to this translator's model (a base model,
+        no adapter of its own): the adapter added to this model's layers (PEFT, under a name of its own), so that
+        the base weights are in memory once for the base model and all its adapters; this translator then runs
+        with every adapter off, the new one with its own on. None where `path` is no adapter of this model."""
+        import copy
+        from pathlib import Path
+
+        from repair.purity.translators import transformers_folder
+
+        if self.folder.adapter is not None or not transformers_folder(path):
+            return None
+        folder = resolve(path)
+        if folder.adapter is None or folder.base != self.folder.base:
+            return None
+        name = f"adapter{len(self._peft.peft_config) if self._peft is not None else 0}"
+        if self._peft is None:
+            from peft import PeftModel
+
+            self._peft = PeftModel.from_pretrained(self.model, str(folder.adapter), adapter_name=name,
+                                                   is_trainable=False)
+        else:
+            self._peft.load_adapter(str(folder.adapter), adapter_name=name, is_trainable=False)
+        self._peft.eval()
+        if self.fp16:
+            self._peft.half()  # as load_model halves a model with its adapter
+        self._peft.to(self.device)
+        twin = copy.copy(self)
+        twin.folder, twin.model, twin._adapter_name = folder, self._peft, name
+        twin.files = model_files(folder)
+        twin.checkpoint = twin.files.checkpoint
+        logger.info("adapter %s on the base model already loaded from %s (one copy of its weights)",
+                    Path(folder.adapter).name, self.folder.base)
+        return twin
+
     @contextlib.contextmanager
     def edit(self, on: bool):
-        """The adapter on or off for what runs inside (nothing to switch for a model without one)."""
-        if self.folder.adapter is None or on:
+        """This translator's adapter on (`on`) or every adapter off for what runs inside (nothing to switch for a
+        model without one)."""
+        if self._peft is None:
             yield
             return
-        with self.model.disable_adapter():
+        if on and self._adapter_name is not None:
+            if self._peft.active_adapter != self._adapter_name:
+                self._peft.set_adapter(self._adapter_name)
+            yield
+            return
+        with self._peft.disable_adapter():
             yield
 
     @contextlib.contextmanager

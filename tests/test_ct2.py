@@ -492,4 +492,5 @@ def test_fairseqs_choice_is_told_from_one_search_with_patience_2(listed, verdict
     from types import SimpleNamespace
 
     rule = SimpleNamespace(beam=2, _end="</s>")
+    rule._ended = lambda hypothesis: CTranslate2Translator._ended(rule, hypothesis)
     assert CTranslate2Translator._ended_before_cap(rule, _Listed(*listed)) == verdict

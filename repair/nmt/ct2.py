@@ -646,7 +646,7 @@ class CTranslate2Translator(Translator):
         for cap, group, results in calls:
             for k, result in zip(group, results):
                 hypothesis = result.result().hypotheses[0]
-                chosen[k] = hypothesis[:-1] if hypothesis and hypothesis[-1] == self._end else hypothesis[:cap]
+                chosen[k] = hypothesis[:-1] if self._ended(hypothesis) else hypothesis[:cap]
         return chosen
 
     def _first_search(self, sources: list[list[str]], cap: int) -> list:
@@ -687,7 +687,7 @@ class CTranslate2Translator(Translator):
             still_open = []
             for k, result in zip(group, results):
                 hypothesis = result.result().hypotheses[0]
-                if hypothesis and hypothesis[-1] == self._end:
+                if self._ended(hypothesis):
                     # Ended: fairseq's choice too (the same search and scores; one that ended at the cap beats
                     # every other hypothesis ended there by fairseq's forced end token, being better ranked).
                     chosen[k] = hypothesis[:-1]
@@ -731,7 +731,7 @@ class CTranslate2Translator(Translator):
         for cap, group, results in again:
             for k, result in zip(group, results):
                 hypothesis = result.result().hypotheses[0]
-                if hypothesis and hypothesis[-1] == self._end:
+                if self._ended(hypothesis):
                     chosen[k] = hypothesis[:-1]
                 else:
                     late.append((cap, k))
@@ -754,17 +754,17 @@ class CTranslate2Translator(Translator):
         before t). So the best listed hypothesis ended by the step where `beam` of the listed had ended is fairseq's
         choice when fewer than `beam` can have ended before it: those listed plus n - 1."""
         listed = list(zip(result.scores, result.hypotheses))
-        ended = [len(h) - 1 for _, h in listed if h and h[-1] == self._end]
+        ended = [len(h) - 1 for _, h in listed if self._ended(h)]
         if len(listed) < 2 * self.beam:
             if len(ended) < self.beam:
                 return "cap", None
             stop = sorted(ended)[self.beam - 1]
-            return "ended", next(h[:-1] for _, h in listed if h and h[-1] == self._end and len(h) - 1 <= stop)
+            return "ended", next(h[:-1] for _, h in listed if self._ended(h) and len(h) - 1 <= stop)
         steps = [len(h) - 1 for _, h in listed]
         last = max(steps)
         stop = sorted(steps)[self.beam - 1]  # before `last`: at most `beam` end at a step
         best = next(h for _, h in listed if len(h) - 1 <= stop)
-        if best and best[-1] == self._end and sum(s < len(best) - 1 for s in steps) + steps.count(last) <= self.beam:
+        if self._ended(best) and sum(s < len(best) - 1 for s in steps) + steps.count(last) <= self.beam:
             return "ended", best[:-1]
         return "unsure", None
 
@@ -785,6 +785,10 @@ class CTranslate2Translator(Translator):
             if unsure:
                 logger.info("%d translation(s) reaching the output cap may differ from fairseq's: a hypothesis "
                             "fairseq keeps open there is not among those CTranslate2 returns", unsure)
+
+    def _ended(self, hypothesis: Sequence[str]) -> bool:
+        """Whether a hypothesis (returned with its end token) ended, rather than stopping open at the search's last step."""
+        return bool(hypothesis) and hypothesis[-1] == self._end
 
     def _text(self, hypothesis: Sequence[str]) -> str:
         return self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))
@@ -817,15 +821,15 @@ class CTranslate2Translator(Translator):
             shrink = (c.cap / (c.cap + 1)) ** self.len_penalty
             hypotheses = list(zip(result.scores, result.hypotheses))
             for score, hypothesis in hypotheses:
-                if hypothesis and hypothesis[-1] == self._end:
+                if self._ended(hypothesis):
                     c.offer(score, hypothesis[:-1])
             # An open hypothesis's score grows at most from over cap ** len_penalty to over (cap + 1) ** len_penalty
             # once the end token's log probability (<= 0) is added.
             for score, hypothesis in hypotheses:
-                if not (hypothesis and hypothesis[-1] == self._end) and score * shrink > c.score:
+                if not self._ended(hypothesis) and score * shrink > c.score:
                     c.to_score.append(hypothesis)
             last = [(score, h) for score, h in hypotheses if len(h) == c.cap]  # the best `beam` of the last step
-            c.open = {tuple(h) for _, h in last if h[-1] != self._end}
+            c.open = {tuple(h) for _, h in last if not self._ended(h)}
             if len(c.open) < len(last):
                 # fairseq keeps as many runners-up open as hypotheses ended there, which CTranslate2 does not
                 # return; ranked below all of the last step's best, they score at most its worst with the end token.
@@ -859,7 +863,7 @@ class CTranslate2Translator(Translator):
                 result = result.result()
                 last = []
                 for score, hypothesis in zip(result.scores, result.hypotheses):
-                    if hypothesis and hypothesis[-1] == self._end:
+                    if self._ended(hypothesis):
                         c.offer(score, hypothesis[:-1])
                     elif hypothesis[:cap] not in c.to_score:
                         c.to_score.append(hypothesis[:cap])

@@ -13,7 +13,7 @@ from repair.errors import UserError, exit_on_user_error
 from repair.fileio import check_folder_overrides, read_text_lines
 from repair.purity.config import check_renamed, run_settings
 from repair.purity.parsers import make_parser
-from repair.purity.parsers.process import ParserProcess, parser_in_its_own_process
+from repair.purity.parsers.process import parser_in_its_own_process
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import begin_sentences, run_purity, settled
 from repair.purity.scoped import served
@@ -82,26 +82,9 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
                              lines=lines, suggest=group.get("suggest"), begun=begun, **settings)
     finally:
         if own is not None:
-            own.close(now=not own.seconds)  # not yet asked for trees: a failed run, whose error need not wait
-    if own is not None and own.seconds:
-        note_parser_process(summary, own, out_dir)
+            own.close(now=own.process is None)  # not yet asked for trees: a failed run, whose error need not wait
     print(summary_table(summary), flush=True)
     return summary
-
-
-def note_parser_process(summary: dict, own: ParserProcess, out_dir: str) -> None:
-    """summary.json says that the parser loaded in a process of its own (its load overlapping the
-    initialization, its wait in pair construction), and the child's own seconds."""
-    from pathlib import Path
-
-    from repair.fileio import write_json_atomic
-
-    summary["parser_process"] = {**own.seconds, "why": "the parser loaded and parsed in a process of its own while "
-                                 "the translator started: its load is not in the initialization's seconds, the wait "
-                                 "for it is in pair construction's"}
-    write_json_atomic(Path(out_dir) / "summary.json", summary)
-    log.info("%s loaded in a process of its own in %.2f s (parsed in %.2f s) while the translator started",
-             own.name, own.seconds["load"], own.seconds["parse"])
 
 
 def build_translator(cfg: DictConfig):

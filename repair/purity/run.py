@@ -297,6 +297,8 @@ def run_purity(
         "stop_tokens": sorted(shared["stop_tokens"]), **{name: dict(o) for name, o in (relation_options or {}).items()}})
     # after translating: what the translator measured and chose (CTranslate2: its compute type and fidelity)
     summary["translator"] = translator.describe()
+    if trees is None and getattr(parser, "process", None):
+        summary["parser_process"] = parser.process
     if suggested is not None:
         summary["suggestions"] = suggested
     write_results(out, issues, translation, thresholds, summary)

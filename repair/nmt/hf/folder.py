@@ -118,9 +118,23 @@ def load_model(folder: Folder, device: str = "cpu", fp16: bool = False):
         raise UserError(f"{folder.base}: not a sequence-to-sequence translation model that transformers loads "
                         f"({str(e).splitlines()[0][:200]})") from None
     if folder.adapter is not None:
-        from peft import PeftModel
+        model = add_adapter(model, folder.adapter)
+    return prepared(model, device, fp16)
 
-        model = PeftModel.from_pretrained(model, str(folder.adapter), is_trainable=False)
+
+def add_adapter(model, adapter: str | os.PathLike, name: str = "default"):
+    """`model` with the adapter folder's weights added under `name` (PEFT, for inference): a base model wrapped,
+    or a PEFT model given one adapter more."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        model.load_adapter(str(adapter), adapter_name=name, is_trainable=False)
+        return model
+    return PeftModel.from_pretrained(model, str(adapter), adapter_name=name, is_trainable=False)
+
+
+def prepared(model, device: str, fp16: bool):
+    """The model in eval mode, halved where asked, on `device`."""
     model.eval()
     if fp16:
         model.half()

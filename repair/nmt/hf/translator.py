@@ -15,7 +15,7 @@ from repair.data.prepare import clean_text
 from repair.errors import UserError
 from repair.nmt.base import Translator
 from repair.nmt.device import torch_device, use_fp16
-from repair.nmt.hf.folder import Folder, load_model, load_tokenizer, model_files, resolve
+from repair.nmt.hf.folder import Folder, add_adapter, load_model, load_tokenizer, model_files, prepared, resolve
 from repair.nmt.preprocessing import OPTION_KEYS
 
 logger = logging.getLogger(__name__)
@@ -129,17 +129,8 @@ class TransformersTranslator(Translator):
         if folder.adapter is None or folder.base != self.folder.base:
             return None
         name = f"adapter{len(self._peft.peft_config) if self._peft is not None else 0}"
-        if self._peft is None:
-            from peft import PeftModel
-
-            self._peft = PeftModel.from_pretrained(self.model, str(folder.adapter), adapter_name=name,
-                                                   is_trainable=False)
-        else:
-            self._peft.load_adapter(str(folder.adapter), adapter_name=name, is_trainable=False)
-        self._peft.eval()
-        if self.fp16:
-            self._peft.half()  # as load_model halves a model with its adapter
-        self._peft.to(self.device)
+        onto = self._peft if self._peft is not None else self.model
+        self._peft = prepared(add_adapter(onto, folder.adapter, name), self.device, self.fp16)
         twin = copy.copy(self)
         twin.folder, twin.model, twin._adapter_name = folder, self._peft, name
         twin.files = model_files(folder)

@@ -13,6 +13,8 @@ class Parser(ABC):
     """
 
     name: str = "parser"
+    # where the parser ran when not in this process, and its seconds there (ParserProcess): kept in summary.json
+    process: dict | None = None
 
     @abstractmethod
     def parse(self, sentences: list[str]) -> list[str]:

@@ -80,8 +80,8 @@ def _answer(conn, parser, failure, load: float) -> None:
 class ParserProcess(Parser):
     """The parser of `cfg` (as make_parser takes it), built and run in a child process started at once.
 
-    `seconds`: the child's seconds to load the parser and to parse (known after the first parse).
-    `close()` ends the child (it also ends with its parent).
+    `process`: the child's seconds to load the parser and to parse (known after the first parse), for
+    summary.json. `close()` ends the child (it also ends with its parent).
     """
 
     def __init__(self, cfg: Mapping[str, Any], method: str = "fork"):
@@ -92,7 +92,6 @@ class ParserProcess(Parser):
                                         daemon=True)
         self._process.start()
         child.close()
-        self.seconds: dict[str, float] = {}
 
     def parse(self, sentences: list[str]) -> list[str]:
         try:
@@ -106,7 +105,12 @@ class ParserProcess(Parser):
             raise UserError(answer)
         if kind == "error":
             raise RuntimeError(f"the {self.name} parser failed in its process:\n{answer}")
-        self.seconds = {"load": answer["load"], "parse": answer["parse"]}
+        self.process = {"load": answer["load"], "parse": answer["parse"],
+                        "why": "the parser loaded and parsed in a process of its own while the translator started: "
+                               "its load is not in the initialization's seconds, the wait for it is in pair "
+                               "construction's"}
+        log.info("%s loaded in a process of its own in %.2f s (parsed in %.2f s) while the translator started",
+                 self.name, answer["load"], answer["parse"])
         return answer["trees"]
 
     def close(self, now: bool = False) -> None:

@@ -218,12 +218,7 @@ def markdown(report: dict) -> str:
         lines.append(f"- Fixed after fine-tuning: **{r['fixed']} of {r['corrections']}** (fix rate {fmt(r['fix_rate'])}); "
                      f"within the Purity threshold (bag-of-words distance to the correction ≤ {r['threshold']}): "
                      f"**{r['fixed_within_d']}**")
-        b = r["bleu"]
-        verdict = "a significant change" if b["significant"] else "not a significant change"
-        lines.append(
-            f"- BLEU {b['before']:.2f} → {b['after']:.2f} (Δ {b['delta']:+.2f}, paired bootstrap p = {b['p_value']:.3f}): "
-            f"**{verdict}** at α = {b['alpha']}"
-        )
+        lines += bleu_markdown(r["bleu"])
         ft = r["finetune"]
         lines += finetune_markdown(ft)
         if ft.get("scope"):
@@ -262,6 +257,17 @@ def markdown(report: dict) -> str:
     lines += regressions_markdown(r.get("regressions") or [])
     lines += ["", "## Reproduce", "", "```", r["command"], "```", "", f"Versions: {r['versions']}", ""]
     return "\n".join(lines)
+
+
+def bleu_markdown(b: dict) -> list[str]:
+    """BLEU before and after, whether the change is significant, and sacrebleu's signature (its tokenizer,
+    version and settings: what makes the figure comparable with a published one)."""
+    verdict = "a significant change" if b["significant"] else "not a significant change"
+    lines = [f"- BLEU {b['before']:.2f} → {b['after']:.2f} (Δ {b['delta']:+.2f}, paired bootstrap p = {b['p_value']:.3f}): "
+             f"**{verdict}** at α = {b['alpha']}"]
+    if b.get("signature"):
+        lines.append(f"  (sacrebleu's corpus BLEU, signature `{b['signature']}`)")
+    return lines
 
 
 def finetune_markdown(ft: dict) -> list[str]:

@@ -111,7 +111,7 @@ def test_demo_loop_end_to_end(finished_run, shared):
     for plot in report["plots"].values():
         assert (finished_run / plot).stat().st_size > 1000
     md = (finished_run / "report.md").read_text()
-    assert "Fixed after fine-tuning" in md and "p =" in md
+    assert "Fixed after fine-tuning" in md and "p =" in md and f"signature `{bleu['signature']}`" in md
     # held-out sentences: set aside from the 60, never tested before verify, tested with both models
     held = json.loads((finished_run / "heldout.json").read_text())
     h = report["heldout"]
@@ -320,10 +320,10 @@ def test_file_review_round_trip(shared, finished_run, tmp_path):
 
 
 def test_wmt18_without_its_data_says_what_to_put_where(tmp_path):
-    done = run_cli(["model=transformer_wmt18", f"data.dir={tmp_path}/wmt18", f"run_dir={tmp_path}/run"])
+    done = run_cli(["model=transformer_wmt18", f"data.dir={tmp_path}/wmt18", f"run_dir={tmp_path}/run", "data.fetch=false"])
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert "error:" in done.stderr and "wmt18" in done.stderr
+    assert "error:" in done.stderr and "wmt18" in done.stderr and "data.devtest=FOLDER" in done.stderr
     assert not (tmp_path / "run" / "model.json").exists()
 
 

@@ -1,9 +1,12 @@
 """The WMT'18 EN-ZH recipe: the released corpora under <root>/corpora/ -> <root>/raw/{train,valid,test}.{en,zh}.
 
 Training data is what the WMT'18 news task offered for EN-ZH (about 20M pairs): News Commentary
-v13, the UN Parallel Corpus v1.0 and the CWMT corpora. newsdev2017 is the validation set and
-newstest2018 (or newstest2017) the test set, read from their SGML releases. Files may lie
-anywhere under <root>/corpora/ (unpack the archives there); each is found by its file name.
+v13, the UN Parallel Corpus v1.0 and the CWMT corpora. newstest2017 is the validation set (or
+newsdev2017) and newstest2018 the test set (or newstest2017). Files may lie anywhere under
+<root>/corpora/ (unpack the archives there); each is found by its file name. A dev or test set is
+taken as plain aligned text (SET.en + SET.zh, as sacrebleu and most collections give it; in the
+folder `devtest` names or under corpora/), else from its SGML release, else fetched with
+sacrebleu's own downloader (its cache first) on a connected machine.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 from typing import Iterator
 
 from repair.errors import UserError
-from repair.data.prepare import iter_parallel
+from repair.data.prepare import iter_parallel, read_parallel
 from repair.fileio import iter_text_lines, read_text_lines, write_json_atomic, write_text_atomic
 
 logger = logging.getLogger(__name__)
@@ -30,11 +33,10 @@ WMT18 = "http://data.statmt.org/wmt18/translation-task"
 UN_URL = "https://conferences.unite.un.org/uncorpus (UNv1.0.en-zh.tar.gz.00 and .01, joined with cat)"
 CWMT_URL = "the CWMT corpora, distributed to registered WMT'18 participants (see http://www.statmt.org/wmt18/translation-task.html)"
 
-# Public archives a connected machine can fetch; each unpacks into <root>/corpora/.
+# Public training archives a connected machine can fetch; each unpacks into <root>/corpora/ (the dev and
+# test sets come through sacrebleu's downloader: `download`).
 DOWNLOADS = {
     "training-parallel-nc-v13.tgz": f"{WMT18}/training-parallel-nc-v13.tgz",
-    "dev.tgz": f"{WMT18}/dev.tgz",
-    "test.tgz": f"{WMT18}/test.tgz",
 }
 
 # The CWMT sub-corpora WMT'18 listed for EN-ZH; each is a folder of <name>_en.txt / <name>_ch.txt
@@ -60,11 +62,15 @@ def _sgm(name: str, archive: str) -> Source:
     return Source((name,), f"{WMT18}/{archive}")
 
 
+# Each dev and test set: the WMT'18 archive of its SGML release, and sacrebleu's name for it
+# (`sacrebleu -t NAME -l en-zh --echo src` prints its English).
 TEST_SETS = {
-    "newsdev2017": ("dev.tgz",),
-    "newstest2017": ("dev.tgz",),
-    "newstest2018": ("test.tgz",),
+    "newsdev2017": ("dev.tgz", "wmt17/dev"),
+    "newstest2017": ("dev.tgz", "wmt17"),
+    "newstest2018": ("test.tgz", "wmt18"),
 }
+VALID_CHOICES = ("newstest2017", "newsdev2017")
+TEST_CHOICES = ("newstest2018", "newstest2017")
 
 
 def sgm_sources(set_name: str) -> tuple[Source, Source]:
@@ -111,7 +117,8 @@ def _missing_message(root: Path, missing: list[tuple[str, str]]) -> str:
     lines = [f"WMT'18 EN-ZH data incomplete: put these under {corpora}/ (any sub-folder; unpack the archives there):"]
     for what, origin in missing:
         lines.append(f"  {what}\n      from {origin}")
-    lines.append(f"Public parts can be fetched with: python -c \"from repair.data.wmt18 import download; download('{root}')\"")
+    lines.append(f"Public parts (News Commentary, the dev and test sets) can be fetched with: "
+                 f"python -m repair.data.wmt18 download {root}")
     return "\n".join(lines)
 
 
@@ -161,68 +168,176 @@ def iter_tsv(path: Path, stats: dict) -> Iterator[tuple[str, str]]:
         yield fields[0], fields[1]
 
 
+# ----------------------------------------------------------------------------- dev and test sets
+
+
+class FetchFailed(Exception):
+    """sacrebleu could not give a set here (no network, a bad download); the reason in words."""
+
+
+def find_set(corpora: Corpora, devtest: Path | None, set_name: str) -> tuple[str, Path, Path] | list[str]:
+    """A dev or test set's files: ("plain", SET.en, SET.zh) from the `devtest` folder or anywhere under
+    corpora/, else ("sgml", source, reference) of its SGML release under corpora/; else the SGML files missing."""
+    if devtest is not None and all((devtest / f"{set_name}.{lang}").is_file() for lang in ("en", "zh")):
+        return "plain", devtest / f"{set_name}.en", devtest / f"{set_name}.zh"
+    en, zh = (corpora.find(Source((f"{set_name}.{lang}",), "")) for lang in ("en", "zh"))
+    if en and zh:
+        return "plain", en, zh
+    srcs = sgm_sources(set_name)
+    paths = [corpora.find(s) for s in srcs]
+    if all(paths):
+        return "sgml", paths[0], paths[1]
+    return [s.names[0] for s, p in zip(srcs, paths) if p is None]
+
+
+def fetch_set(set_name: str, corpora: Path, *, timeout: float = 30.0) -> tuple[str, Path, Path]:
+    """SET's English and Chinese through sacrebleu's downloader (its cache, $SACREBLEU or ~/.sacrebleu, first;
+    else WMT's release, fetched and turned into plain text), copied to corpora/sacrebleu/SET.{en,zh}.
+    FetchFailed with the reason when it cannot."""
+    import socket
+
+    from sacrebleu.dataset import DATASETS
+
+    dataset = DATASETS[TEST_SETS[set_name][1]]
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(timeout)  # sacrebleu's download sets no timeout: a silent network would hang it
+    try:
+        files = dataset.get_source_file("en-zh"), dataset.get_reference_files("en-zh")[0]
+    except SystemExit:  # sacrebleu exits on a bad checksum or an SSL error, after logging why
+        raise FetchFailed("sacrebleu stopped; its log above says why") from None
+    except Exception as e:  # no network, a refused connection, a broken archive: any of them is the same answer
+        raise FetchFailed(f"{type(e).__name__}: {e}") from None
+    finally:
+        socket.setdefaulttimeout(previous)
+    out = corpora / "sacrebleu"
+    for path, lang in zip(files, ("en", "zh")):
+        write_text_atomic(out / f"{set_name}.{lang}", Path(path).read_text(encoding="utf-8"))
+    return "plain", out / f"{set_name}.en", out / f"{set_name}.zh"
+
+
+def locate_set(corpora: Corpora, devtest: Path | None, set_name: str, fetch: bool, timeout: float,
+               missing: list[tuple[str, str]]) -> tuple | None:
+    """(set name, format, English file, Chinese file) of a dev or test set, found (find_set) or fetched
+    (fetch_set, when `fetch`); else None, with what to put where added to `missing`."""
+    got = find_set(corpora, devtest, set_name)
+    if isinstance(got, tuple):
+        return (set_name, *got)
+    archive, name = TEST_SETS[set_name]
+    failed = "data.fetch=false: not fetched"
+    if fetch:
+        try:
+            return (set_name, *fetch_set(set_name, corpora.folder, timeout=timeout))
+        except FetchFailed as e:
+            failed = f"sacrebleu could not fetch it here: {e}"
+    if len(got) == 1:  # half an SGML release: the file that is missing
+        missing.append((got[0], f"{WMT18}/{archive}"))
+    else:
+        missing.append((f"{set_name}.en + {set_name}.zh (plain aligned text) in a folder that data.devtest=FOLDER names "
+                        f"(or anywhere under corpora/), or {got[0]} + {got[1]} (SGML)",
+                        f"`sacrebleu -t {name} -l en-zh --echo src` (and `ref`) on a connected machine, which the "
+                        f"recipe runs itself, or {WMT18}/{archive}; {failed}"))
+    return None
+
+
+def check_sets(valid_set: str, test_set: str, devtest: str | os.PathLike | None) -> Path | None:
+    """The dev and test set chosen (a UserError naming the key when one is not WMT'18's), and the devtest folder."""
+    if test_set not in TEST_CHOICES:
+        raise UserError(f"data.test_set={test_set!r}: choose {' or '.join(TEST_CHOICES)}")
+    if valid_set not in VALID_CHOICES or valid_set == test_set:
+        raise UserError(f"data.valid_set={valid_set!r}: choose {' or '.join(VALID_CHOICES)}, "
+                        f"another set than data.test_set={test_set}")
+    if devtest is None:
+        return None
+    if not Path(devtest).is_dir():
+        raise UserError(f"data.devtest={devtest}: no such folder (give the folder that holds "
+                        f"{valid_set}.{{en,zh}} and {test_set}.{{en,zh}})")
+    return Path(devtest)
+
+
 # ----------------------------------------------------------------------------- the recipe
 
 
-def plan(root: str | os.PathLike = "data/wmt18", test_set: str = "newstest2018") -> dict:
-    """Every input file of the recipe, found under <root>/corpora; one UserError lists all that are missing."""
-    root = Path(root)
-    corpora = Corpora(root / "corpora")
-    missing: list[tuple[str, str]] = []
-    found: dict = {"train": [], "valid": None, "test": None}
-
+def training_files(corpora: Corpora, missing: list[tuple[str, str]]) -> list[tuple]:
+    """(name, "tsv" or "pair", file or files) of every training corpus found; what is not is added to `missing`."""
+    train: list[tuple] = []
     nc = corpora.find(NEWS_COMMENTARY[0])
     if nc is None:
         missing.append(("news-commentary-v13.en-zh.tsv (or news-commentary-v13.zh-en.en + .zh)", NEWS_COMMENTARY[0].origin))
     elif nc.suffix == ".tsv":
-        found["train"].append(("news-commentary-v13", "tsv", nc))
+        train.append(("news-commentary-v13", "tsv", nc))
     else:
         zh = nc.with_suffix(".zh")
         if not zh.is_file():
             missing.append((zh.name, NEWS_COMMENTARY[0].origin))
         else:
-            found["train"].append(("news-commentary-v13", "pair", (nc, zh)))
+            train.append(("news-commentary-v13", "pair", (nc, zh)))
 
     un = [corpora.find(s) for s in UN]
     for s, p in zip(UN, un):
         if p is None:
             missing.append((s.names[0], s.origin))
     if all(un):
-        found["train"].append(("un-v1.0", "pair", (un[0], un[1])))
+        train.append(("un-v1.0", "pair", (un[0], un[1])))
 
     for name in CWMT_CORPORA:
         pairs = corpora.cwmt(name)
         if not pairs:
             missing.append((f"cwmt: a folder {name}/ with *_en.txt and *_ch.txt (or *_cn.txt) files", CWMT_URL))
         for en, zh in pairs:
-            found["train"].append((f"cwmt-{name}-{en.name[:-len('_en.txt')]}", "pair", (en, zh)))
+            train.append((f"cwmt-{name}-{en.name[:-len('_en.txt')]}", "pair", (en, zh)))
+    return train
 
-    if test_set not in TEST_SETS or test_set == "newsdev2017":
-        raise UserError(f"test_set {test_set!r}: choose newstest2018 or newstest2017")
-    for split, set_name in (("valid", "newsdev2017"), ("test", test_set)):
-        srcs = sgm_sources(set_name)
-        paths = [corpora.find(s) for s in srcs]
-        for s, p in zip(srcs, paths):
-            if p is None:
-                missing.append((s.names[0], s.origin))
-        if all(paths):
-            found[split] = (set_name, paths[0], paths[1])
+
+def plan(root: str | os.PathLike = "data/wmt18", test_set: str = "newstest2018", *, valid_set: str = "newstest2017",
+         devtest: str | os.PathLike | None = None, fetch: bool = True, timeout: float = 30.0) -> dict:
+    """Every input file of the recipe, found under <root>/corpora (a dev or test set also in `devtest`, or
+    fetched by sacrebleu when `fetch`); one UserError lists all that are missing."""
+    root = Path(root)
+    devtest_dir = check_sets(valid_set, test_set, devtest)
+    corpora = Corpora(root / "corpora")
+    missing: list[tuple[str, str]] = []
+    found: dict = {"train": training_files(corpora, missing)}
+    for split, set_name in (("valid", valid_set), ("test", test_set)):
+        found[split] = locate_set(corpora, devtest_dir, set_name, fetch, timeout, missing)
     if missing:
         raise UserError(_missing_message(root, missing))
     return found
 
 
-def collect(root: str | os.PathLike = "data/wmt18", *, test_set: str = "newstest2018", force: bool = False) -> dict:
-    """Write <root>/raw/{train,valid,test}.{en,zh} from the corpora; returns counts per corpus.
+def write_train(raw: Path, train: list[tuple]) -> dict:
+    """raw/train.{en,zh}: every training corpus, one pair a line; the pairs (and malformed lines) per corpus."""
+    counts: dict = {}
+    tmp_en, tmp_zh = raw / ".train.en.tmp", raw / ".train.zh.tmp"
+    with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
+        for name, kind, p in train:
+            stats: dict = {}
+            rows = iter_tsv(p, stats) if kind == "tsv" else iter_parallel(*p)
+            n = 0
+            for en, zh in rows:
+                # One pair per line: a tab or newline inside a field would break the alignment.
+                fe.write(en.replace("\n", " ") + "\n")
+                fz.write(zh.replace("\n", " ") + "\n")
+                n += 1
+            counts[name] = {"pairs": n, **stats}
+            logger.info("%s: %d pairs", name, n)
+    os.replace(tmp_en, raw / "train.en")
+    os.replace(tmp_zh, raw / "train.zh")
+    return counts
+
+
+def collect(root: str | os.PathLike = "data/wmt18", *, test_set: str = "newstest2018", valid_set: str = "newstest2017",
+            devtest: str | os.PathLike | None = None, fetch: bool = True, force: bool = False) -> dict:
+    """Write <root>/raw/{train,valid,test}.{en,zh} from the corpora and sets (see `plan`); returns counts per
+    corpus and set, and where each set was read (`sets`: format plain, sgml or sacrebleu's, and its files).
 
     Skips the work when <root>/raw/collect.json records the same input files (sizes, times).
     """
     root = Path(root)
-    found = plan(root, test_set)
+    found = plan(root, test_set, valid_set=valid_set, devtest=devtest, fetch=fetch)
     inputs = []
     for _, kind, p in found["train"]:
         inputs += [p] if kind == "tsv" else list(p)
-    inputs += list(found["valid"][1:]) + list(found["test"][1:])
+    inputs += list(found["valid"][2:]) + list(found["test"][2:])
     stamp = {str(p): [p.stat().st_size, p.stat().st_mtime_ns] for p in inputs}
     raw = root / "raw"
     record_path = raw / "collect.json"
@@ -234,35 +349,25 @@ def collect(root: str | os.PathLike = "data/wmt18", *, test_set: str = "newstest
             return record
 
     raw.mkdir(parents=True, exist_ok=True)
-    counts: dict = {"train": {}}
-    tmp_en, tmp_zh = raw / ".train.en.tmp", raw / ".train.zh.tmp"
-    with open(tmp_en, "w", encoding="utf-8") as fe, open(tmp_zh, "w", encoding="utf-8") as fz:
-        for name, kind, p in found["train"]:
-            stats: dict = {}
-            rows = iter_tsv(p, stats) if kind == "tsv" else iter_parallel(*p)
-            n = 0
-            for en, zh in rows:
-                # One pair per line: a tab or newline inside a field would break the alignment.
-                fe.write(en.replace("\n", " ") + "\n")
-                fz.write(zh.replace("\n", " ") + "\n")
-                n += 1
-            counts["train"][name] = {"pairs": n, **stats}
-            logger.info("%s: %d pairs", name, n)
-    os.replace(tmp_en, raw / "train.en")
-    os.replace(tmp_zh, raw / "train.zh")
+    counts: dict = {"train": write_train(raw, found["train"])}
+    sets = {}
     for split in ("valid", "test"):
-        set_name, src, ref = found[split]
-        pairs = read_sgm_pair(src, ref)
+        set_name, kind, en, zh = found[split]
+        pairs = read_sgm_pair(en, zh) if kind == "sgml" else read_parallel(en, zh)
         for i, lang in enumerate(("en", "zh")):
             write_text_atomic(raw / f"{split}.{lang}", "".join(p[i].replace("\n", " ") + "\n" for p in pairs))
         counts[split] = {set_name: len(pairs)}
-    record = {"inputs": stamp, "counts": counts}
+        sets[split] = {"name": set_name, "format": kind, "en": str(en), "zh": str(zh)}
+        logger.info("%s: %s, %d pairs (%s: %s)", split, set_name, len(pairs), kind, en.parent)
+    record = {"inputs": stamp, "counts": counts, "sets": sets}
     write_json_atomic(record_path, record)
     return record
 
 
-def download(root: str | os.PathLike = "data/wmt18", *, timeout: float = 30.0) -> list[Path]:
-    """Fetch and unpack the public archives (News Commentary v13, dev and test sets) into <root>/corpora/.
+def download(root: str | os.PathLike = "data/wmt18", *, timeout: float = 30.0,
+             sets: tuple[str, ...] = ("newstest2017", "newstest2018")) -> list[Path]:
+    """Fetch and unpack the public training archive (News Commentary v13) into <root>/corpora/, and the dev
+    and test sets through sacrebleu's downloader into <root>/corpora/sacrebleu/ as plain aligned text.
 
     The UN corpus and CWMT have to be fetched by hand (registration); `collect` says where.
     Without a network this fails with a clear message.
@@ -284,6 +389,12 @@ def download(root: str | os.PathLike = "data/wmt18", *, timeout: float = 30.0) -
         with tarfile.open(target) as tar:
             tar.extractall(corpora, filter="data")
         fetched.append(target)
+    for set_name in sets:
+        try:
+            fetched += list(fetch_set(set_name, corpora, timeout=timeout)[1:])
+        except FetchFailed as e:
+            raise UserError(f"sacrebleu could not fetch {set_name} ({e}); put {set_name}.en and {set_name}.zh (plain "
+                            f"aligned text) under {corpora}/, or in a folder that data.devtest=FOLDER names") from None
     return fetched
 
 

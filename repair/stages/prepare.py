@@ -56,16 +56,18 @@ class DemoData(DataSet):
 
 
 class Wmt18Data(DataSet):
-    """WMT'18 EN-ZH from the releases unpacked under dir/corpora."""
+    """WMT'18 EN-ZH from the releases unpacked under dir/corpora; its dev and test sets also as plain aligned
+    text (in `devtest` or under dir/corpora), or fetched by sacrebleu when `fetch`."""
 
-    def __init__(self, dir: str, test_set: str = "newstest2018", **common: Any):
+    def __init__(self, dir: str, test_set: str = "newstest2018", valid_set: str = "newstest2017",
+                 devtest: str | None = None, fetch: bool = True, **common: Any):
         super().__init__(dir, **common)
-        self.test_set = test_set
+        self.test_set, self.valid_set, self.devtest, self.fetch = test_set, valid_set, devtest, fetch
 
     def collect(self) -> None:
         from repair.data.wmt18 import collect
 
-        collect(self.dir, test_set=self.test_set)
+        collect(self.dir, test_set=self.test_set, valid_set=self.valid_set, devtest=self.devtest, fetch=self.fetch)
 
 
 class ParallelData(DataSet):

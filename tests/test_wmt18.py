@@ -189,7 +189,9 @@ def test_sets_found_nowhere_are_fetched_by_sacrebleu_else_named_with_the_key_to_
         for field in ("docid", "genre", "origlang"):
             (out / f"{name}.en-zh.{field}").write_text("", encoding="utf-8")
     record = collect(root)
-    assert record["sets"]["test"]["zh"] == str(root / "corpora" / "sacrebleu" / "newstest2018.zh")
+    assert record["sets"]["test"] == {"name": "newstest2018", "format": "sacrebleu",
+                                      "en": str(root / "corpora" / "sacrebleu" / "newstest2018.en"),
+                                      "zh": str(root / "corpora" / "sacrebleu" / "newstest2018.zh")}
     assert record["counts"]["valid"] == {"newstest2017": 2001} and record["counts"]["test"] == {"newstest2018": 3981}
     assert lines(root / "raw" / "test.zh") == sacrebleu_text(devtest / "newstest2018.zh")
 
@@ -208,3 +210,10 @@ def test_set_choices_and_the_devtest_folder_are_checked(root, tmp_path):
     (root / "corpora" / "test" / "newstest2018-enzh-ref.zh.sgm").rename(root / "corpora" / "test" / "newstest2017-enzh-ref.zh.sgm")
     record = collect(root, test_set="newstest2017", valid_set="newsdev2017", fetch=False)
     assert record["counts"]["test"] == {"newstest2017": 2} and record["sets"]["test"]["format"] == "sgml"
+
+
+def test_download_fetches_the_sets_through_sacrebleu_or_says_where_to_put_them(tmp_path, sacrebleu_cache, monkeypatch):
+    monkeypatch.setattr(wmt18, "DOWNLOADS", {})
+    with pytest.raises(UserError, match=r"sacrebleu could not fetch newstest2017 \(URLError: .*Connection refused.*\); "
+                                        r"put newstest2017.en and newstest2017.zh .* data.devtest=FOLDER"):
+        wmt18.download(tmp_path / "wmt18", timeout=5)

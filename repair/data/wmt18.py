@@ -192,8 +192,8 @@ def find_set(corpora: Corpora, devtest: Path | None, set_name: str) -> tuple[str
 
 def fetch_set(set_name: str, corpora: Path, *, timeout: float = 30.0) -> tuple[str, Path, Path]:
     """SET's English and Chinese through sacrebleu's downloader (its cache, $SACREBLEU or ~/.sacrebleu, first;
-    else WMT's release, fetched and turned into plain text), copied to corpora/sacrebleu/SET.{en,zh}.
-    FetchFailed with the reason when it cannot."""
+    else WMT's release, fetched and turned into plain text), copied to corpora/sacrebleu/SET.{en,zh} (where a
+    later run finds them as plain text). FetchFailed with the reason when it cannot."""
     import socket
 
     from sacrebleu.dataset import DATASETS
@@ -212,7 +212,7 @@ def fetch_set(set_name: str, corpora: Path, *, timeout: float = 30.0) -> tuple[s
     out = corpora / "sacrebleu"
     for path, lang in zip(files, ("en", "zh")):
         write_text_atomic(out / f"{set_name}.{lang}", Path(path).read_text(encoding="utf-8"))
-    return "plain", out / f"{set_name}.en", out / f"{set_name}.zh"
+    return "sacrebleu", out / f"{set_name}.en", out / f"{set_name}.zh"
 
 
 def locate_set(corpora: Corpora, devtest: Path | None, set_name: str, fetch: bool, timeout: float,
@@ -328,7 +328,7 @@ def write_train(raw: Path, train: list[tuple]) -> dict:
 def collect(root: str | os.PathLike = "data/wmt18", *, test_set: str = "newstest2018", valid_set: str = "newstest2017",
             devtest: str | os.PathLike | None = None, fetch: bool = True, force: bool = False) -> dict:
     """Write <root>/raw/{train,valid,test}.{en,zh} from the corpora and sets (see `plan`); returns counts per
-    corpus and set, and where each set was read (`sets`: format plain, sgml or sacrebleu's, and its files).
+    corpus and set, and where each set was read (`sets`: its format, plain, sgml or sacrebleu, and its files).
 
     Skips the work when <root>/raw/collect.json records the same input files (sizes, times).
     """

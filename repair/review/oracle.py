@@ -31,8 +31,59 @@ def guess_kind(translation: str, reference: str) -> str:
     return "word/phrase mistranslation"
 
 
+def phrase_sides(issues: list[dict], references: dict[str, str]) -> list[tuple[str, str, str]]:
+    """(sentence, its reference, phrase) for each side cut from a sentence with a reference (RTI's container and
+    RTI, not the sentence itself), each once, in issue order: what a projection gives a reference to."""
+    out: dict[tuple[str, str, str], None] = {}
+    for issue in issues:
+        sentence = issue.get("sentence")
+        reference = references.get(sentence) if sentence else None
+        if not reference or not reference.strip():
+            continue
+        for s in issue["sides"]:
+            if squeeze(s["source"]) != squeeze(sentence):
+                out[(sentence, reference, s["source"])] = None
+    return list(out)
+
+
+def side_references(issue: dict, references: dict[str, str], projected: dict | None,
+                    threshold: float) -> tuple[dict, dict]:
+    """The reference of each side of `issue` (None where it has none) and, per role whose reference is a
+    projection of its sentence's reference (the side has none of its own and the projection's confidence is
+    `threshold` or more), that projection. `projected`: {(sentence, phrase): Projection}."""
+    refs, via = {}, {}
+    for s in issue["sides"]:
+        ref = references.get(s["source"])
+        if (ref is None or not ref.strip()) and projected:
+            p = projected.get((issue.get("sentence"), s["source"]))
+            if p is not None and p.text and p.confidence >= threshold:
+                ref, via[s["role"]] = p.text, p
+        refs[s["role"]] = ref
+    return refs, via
+
+
+def projection_agreement(issues: list[dict], references: dict[str, str], projected: dict,
+                         threshold: float = 0.5) -> dict:
+    """How often a phrase side's projection is its own reference, over the phrase sides that have one (the demo's
+    every phrase): `sides`, `projected` (a projection found), `equal` (whitespace aside), and per confidence level
+    (`threshold`, 0.8, 1) the projections that reach it and how many of them are equal."""
+    rows = []
+    for sentence, _, phrase in phrase_sides(issues, references):
+        own = references.get(phrase)
+        if own and own.strip():
+            p = projected.get((sentence, phrase))
+            rows.append((p.confidence if p else None, p is not None and squeeze(p.text) == squeeze(own)))
+    found = [r for r in rows if r[0] is not None]
+    equal = sum(ok for _, ok in rows)
+    return {"sides": len(rows), "projected": len(found), "equal": equal, "threshold": threshold,
+            "equal_share": round(equal / len(rows), 4) if rows else None,
+            "by_confidence": {f">={t}": {"sides": sum(c >= t for c, _ in found),
+                                          "equal": sum(ok for c, ok in found if c >= t)}
+                              for t in sorted({threshold, 0.8, 1.0})}}
+
+
 def oracle_review(issues: list[dict], references: dict[str, str], review_dir: str | os.PathLike,
-                  memory=None) -> dict:
+                  memory=None, projected: dict | None = None, threshold: float = 0.5) -> dict:
     """Judge the issues by the references of their sides' sources; return review stats.
 
     A side whose source has a reference is judged against it (wrong where it differs, whitespace aside) and a wrong
@@ -44,9 +95,12 @@ def oracle_review(issues: list[dict], references: dict[str, str], review_dir: st
     Running it again on the same folder adds nothing: equal judgments are not repeated.
     `memory`: a repair.review.memory.MemorySuggester whose memory learns each correction as it is made (its
     suggestions go before the issue's own, as the page offers them).
+    `projected`: {(sentence, phrase): repair.review.align.Projection}: a phrase side with no reference of its own
+    is judged and corrected by its projection when its confidence is `threshold` or more (`sides_by_projection`;
+    the correction records the projection and its confidence under `reference`).
     """
     with CorrectionStore(review_dir, issues) as store:
-        return _oracle_review(store, issues, references, memory)
+        return _oracle_review(store, issues, references, memory, projected or {}, threshold)
 
 
 def side_suggestions(issue: dict, memory) -> dict[str, dict | None]:
@@ -56,15 +110,17 @@ def side_suggestions(issue: dict, memory) -> dict[str, dict | None]:
             for k, s in enumerate(issue["sides"])}
 
 
-def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str], memory=None) -> dict:
-    items, not_judged, sides_not_judged = [], [], 0
+def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[str, str], memory,
+                   projected: dict, threshold: float) -> dict:
+    items, not_judged, sides_not_judged, by_projection = [], [], 0, 0
     if memory:
         memory.know([s["source"] for i in issues for s in i["sides"]])
     corrected: dict[str, str] = {}
     for issue in issues:
-        all_refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
+        all_refs, via = side_references(issue, references, projected, threshold)
         refs = {r: v for r, v in all_refs.items() if v is not None and v.strip()}
         sides_not_judged += len(all_refs) - len(refs)
+        by_projection += len(via)
         model = {s["role"]: s["translation"] for s in issue["sides"]}
         wrong = [r for r in model if r in refs and squeeze(model[r]) != squeeze(refs[r])]
         if not wrong and len(refs) < len(all_refs):
@@ -81,6 +137,8 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
             start = earlier if earlier is not None else best["text"] if best else model[r]
             typed = edit_distance(start, corrections[r])
             how[r] = {"origin": "suggestion" if best and earlier is None and typed == 0 else "edited", "typed": typed}
+            if r in via:
+                how[r]["reference"] = {"from": "projection", "confidence": via[r].confidence}
             corrected[sources[r]] = corrections[r]
             if memory:
                 memory.memory.learn(sources[r], model[r], corrections[r])
@@ -95,6 +153,8 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         "not_judged": len(not_judged),
         "not_judged_ids": not_judged,
         "sides_not_judged": sides_not_judged,
+        "sides_by_projection": by_projection,
+        "corrections_by_projection": sum("reference" in c for c in store.corrections()),
         "corrections": len(store.corrections()),
     }
 

@@ -1,0 +1,128 @@
+"""Phrase references from sentence references: the projection on hand-made links, eflomal trained on a small corpus
+made here, and the oracle judging a phrase side by a projection."""
+
+import itertools
+
+import pytest
+
+from repair.errors import UserError
+from repair.fileio import read_jsonl
+from repair.review.align import (PhraseAligner, chinese_tokens, english_tokens, grow_diag_final_and, phrase_words,
+                                 project)
+
+ADJECTIVES = {"red": "红色", "big": "大", "small": "小", "old": "旧", "green": "绿色", "white": "白色"}
+NOUNS = {"car": "汽车", "book": "书", "house": "房子", "cup": "杯子", "box": "盒子", "chair": "椅子"}
+PLACES = {"in the kitchen": "在厨房里", "near the door": "在门旁边", "on the hill": "在山上"}
+
+
+def small_corpus() -> list[tuple[str, str]]:
+    """Sentences of a small grammar and their Chinese: the adjective and noun move, the words do not."""
+    pairs = []
+    for (a, az), (n, nz) in itertools.product(ADJECTIVES.items(), NOUNS.items()):
+        for p, pz in PLACES.items():
+            pairs.append((f"the {a} {n} is {p} .", f"{az}的{nz}{pz}。"))
+        pairs.append((f"I bought a {a} {n} .", f"我买了一个{az}的{nz}。"))
+        pairs.append((f"she likes the {n} .", f"她喜欢那个{nz}。"))
+    return pairs
+
+
+def test_grow_diag_final_and_keeps_the_intersection_and_grows_next_to_it():
+    forward = {(0, 0), (1, 1), (3, 4)}
+    reverse = {(0, 0), (1, 1), (1, 2), (4, 4)}
+    links = grow_diag_final_and(forward, reverse)
+    # (1, 2) neighbours (1, 1) and aligns target 2, not yet aligned; (3, 4) and (4, 4) neighbour no link: final-and
+    # takes (3, 4), whose words neither are aligned, and then not (4, 4), whose target word is
+    assert links == {(0, 0), (1, 1), (1, 2), (3, 4)}
+    assert grow_diag_final_and({(0, 0), (2, 3)}, {(0, 0), (1, 2), (2, 3)}) == {(0, 0), (2, 3), (1, 2)}
+
+
+def test_projection_is_the_shortest_stretch_covering_the_phrase_links():
+    sentence, reference = "I saw the red car .", "我看见了那辆红色的车。"
+    s, t = english_tokens(sentence), chinese_tokens(reference, "char")
+    first, last = phrase_words(sentence, s, "the red car")
+    assert (first, last) == (2, 4)
+    # I-我 saw-看见 the-那辆 red-红色 car-车 .-。
+    links = {(0, 0), (1, 1), (1, 2), (2, 4), (2, 5), (3, 6), (3, 7), (4, 9), (5, 10)}
+    p = project(links, first, last, s, t, reference)
+    assert (p.text, p.confidence, p.covered, p.consistent) == ("那辆红色的车", 1.0, 1.0, 1.0)
+    p = project(links, 3, 4, s, t, reference)  # "red car": 的 inside the stretch has no link and stays
+    assert p.text == "红色的车"
+    # a link from outside the phrase into the stretch (saw-红) lowers its consistency; a word with no link, its cover
+    p = project((links - {(2, 4), (2, 5)}) | {(1, 6)}, first, last, s, t, reference)
+    assert p.text == "红色的车" and p.covered == pytest.approx(2 / 3, abs=1e-4) and p.consistent == 0.75
+    assert p.confidence == pytest.approx(0.5, abs=1e-4)
+    assert project({(0, 0)}, first, last, s, t, reference) is None
+
+
+def test_phrase_words_finds_a_phrase_the_parser_spaced_otherwise():
+    sentence = "I don't like the old man's dog."
+    tokens = english_tokens(sentence)
+    assert phrase_words(sentence, tokens, "the old man 's dog") == (5, 10)
+    assert [t.text for t in tokens[5:11]] == ["the", "old", "man", "'", "s", "dog"]
+    assert phrase_words(sentence, tokens, "do n't") == (1, 3)
+    assert phrase_words(sentence, tokens, "a cat") is None
+
+
+def test_eflomal_learns_the_corpus_and_projects_a_phrase(tmp_path):
+    pairs = small_corpus()
+    aligner = PhraseAligner.train(pairs, tmp_path / "align")
+    assert aligner.info["pairs"] == len(pairs) and (tmp_path / "align" / "priors.txt").stat().st_size > 0
+    items = [("the green box is on the hill .", "绿色的盒子在山上。", "the green box"),
+             ("I bought a white chair .", "我买了一个白色的椅子。", "a white chair"),
+             ("the old cup is near the door .", "旧的杯子在门旁边。", "the old cup")]
+    got = aligner.project(items)
+    assert [p.text for p in got] == ["绿色的盒子", "一个白色的椅子", "旧的杯子"]
+    assert all(p.confidence >= 0.5 for p in got)
+    again = PhraseAligner.train(pairs, tmp_path / "align")  # the same corpus: the cached priors
+    assert again.info["seconds"] == aligner.info["seconds"]
+    with pytest.raises(UserError, match="review.projection.unit"):
+        PhraseAligner.train(pairs, tmp_path / "other", unit="morpheme")
+
+
+def rti_issue(sentence, container, rti, translations, issue_id):
+    return {"id": issue_id, "relation": "rti", "sentence": sentence, "distance": 2, "evidence": [],
+            "sides": [{"role": "container", "source": container, "translation": translations[0]},
+                      {"role": "rti", "source": rti, "translation": translations[1]}]}
+
+
+def test_the_oracle_judges_a_phrase_side_by_projection(tmp_path):
+    from repair.stages import review
+
+    data = tmp_path / "data"
+    (data / "clean").mkdir(parents=True)
+    pairs = small_corpus()
+    (data / "clean" / "train.en").write_text("".join(e + "\n" for e, _ in pairs), encoding="utf-8")
+    (data / "clean" / "train.zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
+    sentence = "the white chair is in the kitchen ."
+    # the container is the whole sentence (its own reference); the RTI has none: judged by its projection
+    wrong = rti_issue(sentence, sentence, "the white chair", ["白色的椅子在厨房里。", "白色的书"], "i1")
+    refs = {sentence: "白色的椅子在厨房里。"}
+    corrections, stats = review.run(tmp_path / "review", [wrong], {"name": "oracle", "memory": False,
+                                                                   "projection": {}},
+                                    refs, aligner=review.phrase_aligner(data))
+    assert stats["sides_by_projection"] == 1 and stats["sides_not_judged"] == 0
+    assert stats["alignment"]["pairs"] == len(pairs)
+    [c] = corrections
+    assert (c["source"], c["correction"]) == ("the white chair", "白色的椅子")
+    [line] = read_jsonl(tmp_path / "review" / "corrections.jsonl")
+    assert line["reference"]["from"] == "projection" and line["reference"]["confidence"] >= 0.5
+    # its projection agrees with the model's translation: judged right, no error
+    right = rti_issue(sentence, sentence, "the white chair", ["白色的椅子在厨房里。", "白色的椅子"], "i1")
+    corrections, stats = review.run(tmp_path / "again", [right], {"name": "oracle", "memory": False,
+                                                                  "projection": {}},
+                                    refs, aligner=review.phrase_aligner(data))
+    assert corrections == [] and stats["sides_by_projection"] == 1 and stats["judged"] == 1 and stats["with_error"] == 0
+    # projection off: the phrase side is not judged
+    _, stats = review.run(tmp_path / "off", [wrong], {"name": "oracle", "memory": False, "projection": False},
+                          refs, aligner=review.phrase_aligner(data))
+    assert stats["sides_by_projection"] == 0 and stats["sides_not_judged"] == 1 and stats["not_judged"] == 1
+
+
+def test_projection_options_name_the_bad_key():
+    from repair.stages.review import projection_options
+
+    assert projection_options(None)["threshold"] == 0.5
+    with pytest.raises(UserError, match="review.projection.threshold"):
+        projection_options({"threshold": 2})
+    with pytest.raises(UserError, match="has no key 'treshold'"):
+        projection_options({"treshold": 0.5})

@@ -13,16 +13,19 @@ from repair.review.align import (PhraseAligner, chinese_tokens, english_tokens, 
 ADJECTIVES = {"red": "红色", "big": "大", "small": "小", "old": "旧", "green": "绿色", "white": "白色"}
 NOUNS = {"car": "汽车", "book": "书", "house": "房子", "cup": "杯子", "box": "盒子", "chair": "椅子"}
 PLACES = {"in the kitchen": "在厨房里", "near the door": "在门旁边", "on the hill": "在山上"}
+SUBJECTS = {"I": "我", "she": "她", "he": "他", "we": "我们"}
+VERBS = {"see": "看见", "want": "想要", "like": "喜欢", "buy": "买"}
+DETERMINERS = {"a": "一个", "this": "这个", "that": "那个"}
 
 
 def small_corpus() -> list[tuple[str, str]]:
-    """Sentences of a small grammar and their Chinese: the adjective and noun move, the words do not."""
+    """Sentences of a small grammar and their Chinese: every word in many contexts."""
     pairs = []
     for (a, az), (n, nz) in itertools.product(ADJECTIVES.items(), NOUNS.items()):
         for p, pz in PLACES.items():
             pairs.append((f"the {a} {n} is {p} .", f"{az}的{nz}{pz}。"))
-        pairs.append((f"I bought a {a} {n} .", f"我买了一个{az}的{nz}。"))
-        pairs.append((f"she likes the {n} .", f"她喜欢那个{nz}。"))
+        for (s, sz), (v, vz), (d, dz) in itertools.product(SUBJECTS.items(), VERBS.items(), DETERMINERS.items()):
+            pairs.append((f"{s} {v} {d} {a} {n} .", f"{sz}{vz}{dz}{az}的{nz}。"))
     return pairs
 
 
@@ -68,7 +71,7 @@ def test_eflomal_learns_the_corpus_and_projects_a_phrase(tmp_path):
     aligner = PhraseAligner.train(pairs, tmp_path / "align")
     assert aligner.info["pairs"] == len(pairs) and (tmp_path / "align" / "priors.txt").stat().st_size > 0
     items = [("the green box is on the hill .", "绿色的盒子在山上。", "the green box"),
-             ("I bought a white chair .", "我买了一个白色的椅子。", "a white chair"),
+             ("we want a white chair .", "我们想要一个白色的椅子。", "a white chair"),
              ("the old cup is near the door .", "旧的杯子在门旁边。", "the old cup")]
     got = aligner.project(items)
     assert [p.text for p in got] == ["绿色的盒子", "一个白色的椅子", "旧的杯子"]

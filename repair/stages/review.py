@@ -35,7 +35,8 @@ class OracleReview:
                 "sides_by_projection": judged["sides_by_projection"],
                 "corrections_by_projection": judged["corrections_by_projection"],
                 **({"projection": agreement} if agreement else {}),
-                "suggestions": suggestion_figures(issues, references, memory.fresh() if memory else None)}
+                "suggestions": suggestion_figures(issues, references, memory.fresh() if memory else None, projected,
+                                                  threshold)}
 
 
 class FileReview:

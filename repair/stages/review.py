@@ -74,21 +74,27 @@ class WebReview:
 PROJECTION_DEFAULTS = {"enabled": True, "threshold": 0.5, "unit": "word", "max_sentences": 100_000}
 
 
-def projection_options(block) -> dict:
-    """review.projection's settings (repair.review.align), checked; its defaults where a key is not given."""
+def option_block(key: str, block, defaults: dict) -> dict:
+    """A settings block (`review.KEY`: true, false or a block of `defaults`' keys) with its defaults filled in;
+    a bad block, an unknown key or an `enabled` not true or false is one UserError naming it."""
     if block is None:
         block = {}
     if isinstance(block, bool):
         block = {"enabled": block}
     if not isinstance(block, dict):
-        raise UserError(f"review.projection must be true, false or a block of {', '.join(PROJECTION_DEFAULTS)}; "
-                        f"got {block!r}")
-    unknown = sorted(set(block) - set(PROJECTION_DEFAULTS))
+        raise UserError(f"review.{key} must be true, false or a block of {', '.join(defaults)}; got {block!r}")
+    unknown = sorted(set(block) - set(defaults))
     if unknown:
-        raise UserError(f"review.projection has no key {unknown[0]!r}; its keys: {', '.join(PROJECTION_DEFAULTS)}")
-    options = {**PROJECTION_DEFAULTS, **block}
+        raise UserError(f"review.{key} has no key {unknown[0]!r}; its keys: {', '.join(defaults)}")
+    options = {**defaults, **block}
     if not isinstance(options["enabled"], bool):
-        raise UserError(f"review.projection.enabled must be true or false, got {options['enabled']!r}")
+        raise UserError(f"review.{key}.enabled must be true or false, got {options['enabled']!r}")
+    return options
+
+
+def projection_options(block) -> dict:
+    """review.projection's settings (repair.review.align), checked; its defaults where a key is not given."""
+    options = option_block("projection", block, PROJECTION_DEFAULTS)
     t = options["threshold"]
     if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 <= t <= 1:
         raise UserError(f"review.projection.threshold must be a number from 0 to 1; got {t!r}")
@@ -124,18 +130,7 @@ MEMORY_DEFAULTS = {"enabled": True, "rare": 100, "beam": 5, "slack": 2, "swaps":
 
 def memory_options(block) -> dict:
     """review.memory's settings (repair.review.memory), checked; its defaults where a key is not given."""
-    if block is None:
-        block = {}
-    if isinstance(block, bool):
-        block = {"enabled": block}
-    if not isinstance(block, dict):
-        raise UserError(f"review.memory must be true, false or a block of {', '.join(MEMORY_DEFAULTS)}; got {block!r}")
-    unknown = sorted(set(block) - set(MEMORY_DEFAULTS))
-    if unknown:
-        raise UserError(f"review.memory has no key {unknown[0]!r}; its keys: {', '.join(MEMORY_DEFAULTS)}")
-    options = {**MEMORY_DEFAULTS, **block}
-    if not isinstance(options["enabled"], bool):
-        raise UserError(f"review.memory.enabled must be true or false, got {options['enabled']!r}")
+    options = option_block("memory", block, MEMORY_DEFAULTS)
     for key, least in (("rare", 0), ("beam", 1), ("slack", 0), ("swaps", 0)):
         v = options[key]
         if isinstance(v, bool) or not isinstance(v, int) or v < least:

@@ -164,7 +164,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             corrections, reviewed = review.run(cdir / "review", tested["issues"], plain(cfg.review),
                                                data.reference_table, rerun_command(),
                                                review.memory_suggester(translators(model), cfg.purity.stop_tokens,
-                                                                       data.dir))
+                                                                       data.dir), review.phrase_aligner(data.dir))
         log.info("review: %s corrections", len(corrections))
         if not corrections:
             cycles.append({**entry, "review": reviewed, "corrections": [], "finetune": None, "verify": None})

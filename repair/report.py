@@ -238,6 +238,7 @@ def markdown(report: dict) -> str:
                              f"(the fine-tune's lowest validation loss, `finetune.scope_words_epoch=loss`)")
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
     lines += suggestions_markdown(r["review"].get("suggestions"))
+    lines += projection_markdown(r["review"])
     lines += translator_markdown(r.get("translator") or {})
     notes = r.get("review_notes") or {}
     superseded = notes.get("superseded") if isinstance(notes, dict) else None
@@ -303,6 +304,13 @@ def suggestions_markdown(s: dict | None) -> list[str]:
                    f"were the reference as they are; characters to edit **{s['chars_to_edit_with']}** with them against "
                    f"{s['chars_to_edit_without']} from the pre-fill alone "
                    f"({share(s['chars_to_edit_without'] - s['chars_to_edit_with'], s['chars_to_edit_without'])} fewer)")
+    if s.get("projected_prefills") or s.get("by_projection"):
+        out.append(f"- Phrase sides pre-filled with the projection of their sentence's earlier correction: "
+                   f"{s['projected_prefills']}, {s['projected_equal']} of them the reference as they are; characters "
+                   f"to edit from the pre-fill {s['chars_to_edit_without']} against "
+                   f"{s['chars_to_edit_without_projection']} without the projections"
+                   + (f" ({s['by_projection']} of the wrong sides judged by projection: their reference is one)"
+                      if s.get("by_projection") else ""))
     if "from_memory" in s:
         out.append(f"- Review memory (words earlier corrections taught): {s['from_memory']} of those suggestions came from "
                    f"it, {s['memory_accepted']} of them the reference as they are ({s['memory_searched']} searches, "
@@ -310,6 +318,29 @@ def suggestions_markdown(s: dict | None) -> list[str]:
     if "seconds" in s:
         out.append(f"- Suggestion step: {s['seconds']:.1f} s beside the test stage's other {s['test_other_seconds']:.1f} s "
                    f"({share(s['seconds'], s['test_other_seconds'])} of it)")
+    return out
+
+
+def projection_markdown(review: dict) -> list[str]:
+    """Phrase references projected from sentence references: the sides judged by them, and how often a projection
+    is the phrase's own reference where it has one (the demo)."""
+    out = []
+    a = review.get("alignment")
+    if a:
+        out.append(f"- Word alignment (eflomal, learnt on {a['pairs']} training pairs, Chinese in "
+                   f"{'jieba words' if a['unit'] == 'word' else 'characters'}): {a['seconds']:.1f} s to learn "
+                   f"(cached in the data folder)")
+    if review.get("sides_by_projection") is not None and (a or review.get("sides_by_projection")):
+        out.append(f"- Phrase sides judged by the projection of their sentence's reference: "
+                   f"**{review['sides_by_projection']}** ({review.get('corrections_by_projection', 0)} corrections "
+                   f"made with one); sides still without a reference: {review.get('sides_not_judged', 0)}")
+    p = review.get("projection")
+    if p and p.get("sides"):
+        sure = p["by_confidence"].get(f">={p['threshold']}") or {}
+        out.append(f"- Projections against the phrases' own references: **{p['equal']} of {p['sides']} "
+                   f"({p['equal_share']:.0%})** equal (whitespace aside); {p['projected']} had a projection"
+                   + (f"; of those at confidence ≥ {p['threshold']}, {sure['equal']} of {sure['sides']} equal"
+                      if sure else ""))
     return out
 
 

@@ -94,6 +94,39 @@ def wait_text(page, selector, text, start=False):
     sync_api.expect(page.locator(selector)).to_have_text(pattern, timeout=30_000)
 
 
+def serve_in_thread(issues, review_dir, **options):
+    """The loop's page (serve_review with `options`) in a thread; (the thread, the URL it prints)."""
+    import threading
+
+    from repair.review.web import serve_review
+
+    ready = threading.Event()
+    box: dict = {}
+    thread = threading.Thread(target=serve_review, args=(issues, review_dir), daemon=True,
+                              kwargs={"port": 0, **options,
+                                      "on_ready": lambda url: (box.setdefault("url", url), ready.set())})
+    thread.start()
+    assert ready.wait(60), "the review server did not start"
+    return thread, box["url"]
+
+
+def save_the_last_and_finish(page, thread, errors, review_dir, issues):
+    """Kind 1 and save on the last of two issues, Finish; the page's thread ended with no page error; the
+    corrections as the loop reads them."""
+    from repair.review.store import load_corrections
+
+    kb = page.keyboard
+    kb.press("1")
+    kb.press("Enter")
+    wait_text(page, "#progress-text", "Judged 2 of 2")
+    kb.press("Shift+F")
+    kb.press("Enter")
+    page.wait_for_selector("#done:not([hidden])")
+    thread.join(30)
+    assert not thread.is_alive() and errors == []
+    return load_corrections(review_dir / "corrections.jsonl", {i["id"]: i for i in issues})[0]
+
+
 def status(page):
     return page.text_content("#status")
 
@@ -283,25 +316,15 @@ def test_a_suggestion_accepted_with_its_key_reaches_fine_tuning(browser, tmp_pat
 def test_the_review_memory_offers_a_later_issue_what_a_correction_taught(browser, translator, tmp_path):  # noqa: F811
     """On the loop's page (a model at hand): a correction that puts a word in is offered, as a suggestion from
     the review memory, on a later issue whose source shares the word; A takes it."""
-    import threading
-
     from repair.review.memory import MemorySuggester, ReviewMemory
-    from repair.review.store import load_corrections
-    from repair.review.web import serve_review
 
     first, later = "The old horse helps the farmer .", "The farmer sees the cat ."
     plain = dict(zip([first, later], translator.translate([first, later])))
     issues = [make_issue(first, plain[first], "the farmer", "农民", ["老师"]),
               make_issue(later, plain[later], "the cat", "猫", ["老师"])]
     memory = MemorySuggester(translator, ReviewMemory(["的", "。"], rare=0), beam=4, slack=1000)
-    ready = threading.Event()
-    box: dict = {}
-    thread = threading.Thread(target=serve_review, args=(issues, tmp_path / "review"), daemon=True,
-                              kwargs={"port": 0, "memory": memory,
-                                      "on_ready": lambda url: (box.setdefault("url", url), ready.set())})
-    thread.start()
-    assert ready.wait(60), "the review server did not start"
-    page, errors = open_page(browser, box["url"])
+    thread, url = serve_in_thread(issues, tmp_path / "review", memory=memory)
+    page, errors = open_page(browser, url)
     kb = page.keyboard
     assert not page.is_visible("#container-suggestion")  # nothing learnt yet
     kb.press("c")
@@ -316,15 +339,7 @@ def test_the_review_memory_offers_a_later_issue_what_a_correction_taught(browser
     kb.press("a")
     taken = page.input_value("#corr-container")
     assert "老师" in taken and taken != plain[later]
-    kb.press("1")
-    kb.press("Enter")
-    wait_text(page, "#progress-text", "Judged 2 of 2")
-    kb.press("Shift+F")
-    kb.press("Enter")
-    page.wait_for_selector("#done:not([hidden])")
-    thread.join(30)
-    assert not thread.is_alive() and errors == []
-    corrections, _ = load_corrections(tmp_path / "review" / "corrections.jsonl", {i["id"]: i for i in issues})
+    corrections = save_the_last_and_finish(page, thread, errors, tmp_path / "review", issues)
     assert [(c["source"], c["correction"], c["origin"]) for c in corrections] == [
         (first, plain[first] + "老师", "edited"), (later, taken, "suggestion")]
 
@@ -406,3 +421,31 @@ def test_two_thousand_issues_page_and_save_step_by_step(browser, tmp_path, capsy
         print(f"\n2,000 issues: page opened in {opened:.0f} ms (navigation to the first issue shown)")
         for name, ms in steps.items():
             print(f"2,000 issues: {name} step {figures(ms)}")
+
+
+def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path):
+    """With the run's word alignment: the phrase sides of a later issue cut from a sentence the reviewer corrected
+    open with the stretch of that correction their words align to; saved as they are, they are the corrections."""
+    from repair.review.align import PhraseAligner
+    from test_align import PARTS, SENTENCE, WHOLE, small_corpus
+
+    aligner = PhraseAligner.train(small_corpus(), tmp_path / "align")
+    issues = [WHOLE, PARTS]
+    thread, url = serve_in_thread(issues, tmp_path / "review", aligner=aligner)
+    page, errors = open_page(browser, url)
+    kb = page.keyboard
+    kb.press("c")
+    kb.press("1")
+    kb.press("e")
+    kb.press("Control+a")
+    kb.type("我们想要一个白色的椅子。")
+    kb.press("Control+Enter")
+    wait_text(page, "#position", "Issue 2", start=True)
+    kb.press("c")
+    assert page.input_value("#corr-container") == "一个白色的椅子"
+    assert "align" in page.text_content("#hint-container")
+    kb.press("r")
+    assert page.input_value("#corr-rti") == "白色的椅子"
+    corrections = save_the_last_and_finish(page, thread, errors, tmp_path / "review", issues)
+    assert {(c["source"], c["correction"]) for c in corrections} == {
+        (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色的椅子")}

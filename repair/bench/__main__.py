@@ -1,4 +1,4 @@
-"""`python -m repair.bench {parse,purity,resume,scale,translate} [options]`: run one benchmark, last line JSON."""
+"""`python -m repair.bench {align,parse,purity,resume,scale,translate} [options]`: run one benchmark, last line JSON."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from repair.errors import exit_on_user_error
 
 BENCHMARKS = {
+    "align": "repair.bench.align",
     "parse": "repair.bench.parse",
     "purity": "repair.bench.purity",
     "resume": "repair.bench.resume",

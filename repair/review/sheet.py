@@ -50,18 +50,22 @@ def _uncell(text: str) -> str:
     return text[1:] if text.startswith("'") and text[1:].startswith(FORMULA_START) else text
 
 
-def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None) -> list[dict]:
-    """One row per issue; filled from `judgments` (latest per issue id) where there is one."""
+def sheet_rows(issues: list[dict], judgments: dict[str, dict] | None = None,
+               projected: dict[str, dict] | None = None) -> list[dict]:
+    """One row per issue; filled from `judgments` (latest per issue id) where there is one. `projected`: {phrase:
+    {"text", ...}} (repair.review.align.ProjectedPrefills): a phrase side of a row not judged yet is suggested the
+    projection of its sentence's correction."""
     given, to_fill = columns(issues)
     rows = []
     for i in issues:
         row = {k: "" for k in (*given, *to_fill)}
         row.update(id=i["id"], relation=i["relation"], evidence=" ".join(i.get("evidence") or []))
+        j = (judgments or {}).get(i["id"])
         for k, s in enumerate(i["sides"], 1):
             best = best_suggestion(i, s["role"])
+            mine = (projected or {}).get(s["source"]) if j is None else None
             row.update({f"role_{k}": s["role"], f"source_{k}": s["source"], f"translation_{k}": s["translation"],
-                        f"suggested_{k}": best["text"] if best else ""})
-        j = (judgments or {}).get(i["id"])
+                        f"suggested_{k}": mine["text"] if mine else best["text"] if best else ""})
         if j is not None:
             for k, s in enumerate(i["sides"], 1):
                 row[f"wrong_{k}"] = "yes" if s["role"] in j["wrong"] else "no"
@@ -220,18 +224,34 @@ def _edited(path: Path, pristine: str) -> bool:
     return path.exists() and path.read_bytes().decode("utf-8", "replace") != pristine
 
 
-def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: str | None = None) -> list[dict]:
+def file_review(issues: list[dict], review_dir: str | os.PathLike, rerun_hint: str | None = None,
+                aligner=None) -> list[dict]:
     """First call: write the sheet and raise ReviewPending. Later calls: read it back, record, return corrections.
 
-    A sheet that exists is never written again (the person may have started filling it); the judged rows
-    are recorded on every call, and ReviewPending is raised while rows remain.
+    A sheet that exists is not written again before its filled rows are recorded (the person may have started
+    filling it); the judged rows are recorded on every call, and ReviewPending is raised while rows remain.
+    `aligner` (a repair.review.align.PhraseAligner): a rerun with rows still to judge writes the sheet again, its
+    judged rows as recorded, once a phrase side of a row to judge can be suggested the projection of its sentence's
+    correction (suggested_k), so that a person corrects a sentence once.
     """
+    from repair.review.align import ProjectedPrefills
+
     review_dir = Path(review_dir)
     with CorrectionStore(review_dir, issues) as store:
-        return _file_review(store, issues, review_dir, rerun_hint)
+        return _file_review(store, issues, review_dir, rerun_hint, ProjectedPrefills(aligner, issues))
 
 
-def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, rerun_hint: str | None) -> list[dict]:
+def _rewrite_with_projections(store: CorrectionStore, issues: list[dict], review_dir: Path, prefills) -> None:
+    """The sheet written again from the recorded judgments where a row to judge gains a projected suggestion."""
+    projected = prefills(store.prefill())
+    if any(i["id"] not in store.latest and s["source"] in projected for i in issues for s in i["sides"]):
+        rows = sheet_rows(issues, store.latest, projected)
+        write_text_atomic(review_dir / SHEET_CSV, csv_text(rows))
+        write_jsonl_atomic(review_dir / SHEET_JSONL, _jsonl_rows(rows))
+
+
+def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, rerun_hint: str | None,
+                 prefills) -> list[dict]:
     csv_path, jsonl_path = review_dir / SHEET_CSV, review_dir / SHEET_JSONL
     pristine_rows = sheet_rows(issues)
     pristine_csv = csv_text(pristine_rows)
@@ -240,7 +260,7 @@ def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, r
     untouched = all(not p.exists() or not _edited(p, pristine)
                     for p, pristine in ((csv_path, pristine_csv), (jsonl_path, pristine_jsonl)))
     if untouched:  # nothing of the person's in either file (or no file yet): (re)write both
-        rows = sheet_rows(issues, store.latest)
+        rows = sheet_rows(issues, store.latest, prefills(store.prefill()))
         write_text_atomic(csv_path, csv_text(rows))
         write_jsonl_atomic(jsonl_path, _jsonl_rows(rows))
         if len(store.latest) < len(issues):
@@ -277,6 +297,8 @@ def _file_review(store: CorrectionStore, issues: list[dict], review_dir: Path, r
             )
         store.record_many(items)
     pending = len(issues) - len(store.latest)
+    if pending and candidates:
+        _rewrite_with_projections(store, issues, review_dir, prefills)
     if pending:
         raise ReviewPending(instructions(review_dir, pending, len(issues)) + hint)
     return store.corrections()

@@ -85,6 +85,13 @@ def check_how(how: Any, wrong: list[str], where: str) -> dict:
             raise UserError(f"{where}: how the {role} correction was made must be {{\"origin\": one of "
                             f"{', '.join(ORIGINS)}, \"typed\": characters typed (0 or more)}}")
         out[role] = {"origin": h["origin"], "typed": h["typed"]}
+        ref = h.get("reference")
+        if ref is not None:  # where the oracle's reference came from: a projection of its sentence's reference
+            if (not isinstance(ref, dict) or ref.get("from") != "projection"
+                    or not isinstance(ref.get("confidence"), (int, float)) or isinstance(ref.get("confidence"), bool)):
+                raise UserError(f"{where}: the reference of the {role} correction must be {{\"from\": \"projection\", "
+                                f"\"confidence\": a number}}")
+            out[role]["reference"] = {"from": "projection", "confidence": float(ref["confidence"])}
     return out
 
 
@@ -278,7 +285,7 @@ class CorrectionStore:
             g["time"] = j["time"]
             if role in how and "origin" not in g:  # how it was made the first time; later issues reuse it
                 g.update(how[role])
-            groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "time") if k in g}
+            groups[(source, fixed)] = {k: g[k] for k in (*CORRECTION_KEYS, "origin", "typed", "reference", "time") if k in g}
             self._lines.pop((source, fixed), None)
 
     # -- writing

@@ -33,6 +33,7 @@ from repair.errors import UserError
 from repair.fileio import write_json_atomic
 from repair.review.sheet import ReviewPending, csv_text, sheet_rows
 from repair.purity.relations import describe
+from repair.review.align import ProjectedPrefills
 from repair.review.memory import PageMemory
 from repair.review.store import KINDS, CorrectionStore, now_iso
 
@@ -189,13 +190,20 @@ def static_routes() -> list[Route]:
             Route("/favicon.ico", lambda request: Response(status_code=204))]
 
 
+def page_offers(issues: list[dict], store: CorrectionStore, memory, aligner):
+    """What the page's answers offer beside the pre-fills: the review memory's suggestions (`memory`) and the
+    projections of the corrected sentences onto their phrases (`projected`)."""
+    remembered, projected = PageMemory(memory, issues, store).offers, ProjectedPrefills(aligner, issues)
+    return lambda: {"memory": remembered(), "projected": projected(store.prefill())}
+
+
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
                host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None,
-               memory=None) -> Starlette:
+               memory=None, aligner=None) -> Starlette:
     """The ASGI app; `app.state.token` is the session token, `app.state.finished` turns True on Finish.
 
     It opens the review folder's CorrectionStore (the folder's one writer until `app.state.store.close()`).
-    `memory`: a MemorySuggester; the answers' `memory` holds its suggestions (repair.review.memory.PageMemory).
+    `memory`: a MemorySuggester; `aligner`: a repair.review.align.PhraseAligner (page_offers).
     """
     store = CorrectionStore(review_dir, issues)
     token = token or secrets.token_urlsafe(32)
@@ -205,14 +213,14 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     def authorised(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
 
-    remembered = PageMemory(memory, issues, store).offers
+    offers = page_offers(issues, store, memory, aligner)
 
     async def state(request: Request) -> Response:
         if not authorised(request):
             return refused()
         return answer({"issues": issues, "judgments": store.latest, "stats": store.stats(),
-                       "kinds": list(KINDS), "prefill": store.prefill(), "memory": remembered(), "finished": app.state.finished,
-                       "relations": relations})
+                       "kinds": list(KINDS), "prefill": store.prefill(), "finished": app.state.finished, "relations": relations,
+                       **offers()})
 
     async def judge(request: Request) -> Response:
         if not authorised(request):
@@ -228,7 +236,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             return answer({"error": str(e)}, 400)
         # the pre-fills this judgment can change, its sides' sources' (None: withdrawn), not every one
         changed = store.prefill(s["source"] for s in by_id[issue]["sides"])
-        return answer({"judgment": j, "stats": store.stats(), "prefill": changed, "memory": remembered()})
+        return answer({"judgment": j, "stats": store.stats(), "prefill": changed, **offers()})
 
     async def export(request: Request) -> Response:
         if not authorised(request):
@@ -288,7 +296,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def serve_review(issues: list[dict], review_dir: str | os.PathLike, *, host: str = "127.0.0.1",
                  port: int = 8765, open_browser: bool = False, on_ready=None, public: bool = False,
-                 hosts: list[str] | tuple[str, ...] = (), memory=None) -> dict:
+                 hosts: list[str] | tuple[str, ...] = (), memory=None, aligner=None) -> dict:
     """Serve the page until the person clicks Finish; return the review stats.
 
     Stopped before Finish (Ctrl-C): the judgments made are on disk, and ReviewPending says to run again.
@@ -310,7 +318,8 @@ def serve_review(issues: list[dict], review_dir: str | os.PathLike, *, host: str
         if server is not None:
             server.should_exit = True
 
-    app = create_app(issues, review_dir, host=host, hosts=hosts, on_finish=stop, memory=memory)
+    app = create_app(issues, review_dir, host=host, hosts=hosts, on_finish=stop, memory=memory,
+                     aligner=aligner)
     store = app.state.store
     try:
         sock = bind(host, port)

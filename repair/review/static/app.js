@@ -22,6 +22,7 @@ let relations = {};  // relation name -> {roles: [{role, label, sub, key}], evid
 let shownRelation = null;
 let prefill = {};    // source text -> its latest correction in this review
 let memory = {};     // issue id -> role -> the review memory's suggestion (what earlier corrections taught)
+let projected = {};  // phrase source -> {text, confidence, sentence}: its sentence's correction, projected onto it
 let stats = null;
 let current = 0;
 let marked = -1;     // the list's row marked current
@@ -369,8 +370,12 @@ function render() {
     const hint = $("hint-" + s);
     const source = sideOf(iss, s).source;
     const own = saved[iss.id] && saved[iss.id].corrections[s];
+    const proj = projected[source];
     hint.textContent = !own && prefill[source] && d.corr[s] === prefill[source]
-      ? "Prefilled with your correction of the same text in another issue." : "";
+      ? "Prefilled with your correction of the same text in another issue."
+      : !own && proj && d.corr[s] === proj.text
+        ? "Prefilled with the part of your correction of its sentence that its words align to (confidence "
+          + proj.confidence.toFixed(2) + ")." : "";
   }
   $("no-error").setAttribute("aria-pressed", String(d.noError));
   const kindBox = $("kinds");
@@ -403,7 +408,7 @@ function toggleWrong(side) {
     d.noError = false;
     const s = sideOf(iss, side);
     if (!d.corr[side]) {
-      d.corr[side] = prefill[s.source] || s.translation;
+      d.corr[side] = prefill[s.source] || (projected[s.source] || {}).text || s.translation;
       d.start[side] = d.corr[side];
       d.from[side] = "prefill";
       d.emptied[side] = false;
@@ -493,6 +498,7 @@ async function save(andNext) {
       else prefill[source] = text;
     });
     memory = res.memory || {};
+    projected = res.projected || {};
     drafts[iss.id] = draftFrom(res.judgment);
   } catch (e) {
     say("Not saved: " + e.message, "error");
@@ -603,6 +609,7 @@ async function start() {
   saved = st.judgments;
   prefill = st.prefill;
   memory = st.memory || {};
+  projected = st.projected || {};
   stats = st.stats;
   const box = $("kinds");
   kinds.forEach((name, n) => {

@@ -71,7 +71,7 @@ class WebReview:
         return {}
 
 
-PROJECTION_DEFAULTS = {"enabled": True, "threshold": 0.8, "unit": "word", "max_sentences": 100_000}
+PROJECTION_DEFAULTS = {"enabled": True, "threshold": 0.8, "unit": "word", "max_sentences": 30_000}
 
 
 def option_block(key: str, block, defaults: dict) -> dict:

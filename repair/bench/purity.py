@@ -25,7 +25,7 @@ from repair.bench.parse import DEFAULT_INPUTS, FILES
 from repair.fileio import read_text_lines
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from repair.bench.translate import TATOEBA
 
     p = argparse.ArgumentParser(prog="python -m repair.bench purity", description=__doc__.split("\n\n")[0])
@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--rounds", type=int, default=1, help="with --input: runs of every size (in turn)")
     p.add_argument("--timeout", type=float, default=1800, help="with --input: seconds one run may take")
     p.add_argument("overrides", nargs="*", help="with --input: repair.purity's overrides (after --), for every run")
-    args = p.parse_args(argv)
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     if args.input is not None:
         from repair.bench.purity_input import main as run_input

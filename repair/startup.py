@@ -5,6 +5,10 @@
 - `import sacremoses` imports joblib (about 0.2 s) for `Parallel` and `delayed`, which only its multi-process
   helper calls; fairseq's Moses encoder, and ours, tokenize in-process.
 
+- `import fairseq` imports every task and criterion it registers, among them audio classification's and sentence
+  prediction's metrics: scikit-learn and SciPy's statistics (half of fairseq's import, 12 of 25 s on a loaded
+  2-core machine, `python -X importtime`), which translating and searching never call.
+
 `stand_ins` puts small modules in their place in `sys.modules` for the length of that one import and removes
 them after it, so any later import of the real module (`import spacy.cli`, `import joblib`) loads it as usual.
 The names the importing module keeps from a stand-in load the real module when first called. Where the
@@ -50,6 +54,25 @@ def joblib() -> dict[str, types.ModuleType]:
     """sacremoses/util.py's `from joblib import Parallel, delayed`."""
     return {"joblib": _module("joblib", Parallel=_forward("joblib", "Parallel"),
                               delayed=_forward("joblib", "delayed"))}
+
+
+def _lazy_module(name: str) -> types.ModuleType:
+    """A stand-in for `name` whose every public name is a function that imports the real module when called."""
+    def getattr_(attr: str):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _forward(name, attr)
+
+    return _module(name, __getattr__=getattr_)
+
+
+def fairseq_metrics() -> dict[str, types.ModuleType]:
+    """fairseq's `from sklearn import metrics`, `from sklearn.metrics import f1_score, ...` and
+    `from scipy.stats import pearsonr, spearmanr` (its audio classification task, its sentence prediction
+    criterion)."""
+    metrics = _lazy_module("sklearn.metrics")
+    return {"sklearn": _module("sklearn", metrics=metrics), "sklearn.metrics": metrics,
+            "scipy.stats": _lazy_module("scipy.stats")}
 
 
 @contextmanager

@@ -434,10 +434,73 @@ def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint
     figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4, min_score=None)
     assert figures["searched"] >= 1 and "skipped" not in figures  # searched, by the model ct2 hands the search to:
     search, note = ct2.searcher(4)
-    assert isinstance(search, FairseqTranslator) and search.files.checkpoint == files.checkpoint
+    assert isinstance(search.fairseq(), FairseqTranslator) and search.fairseq().files.checkpoint == files.checkpoint
     assert "fairseq on the ctranslate2 model's checkpoint" in note
     # whether this machine's tiny model finds a consistent translation is its own; what it offers says where it came from
     assert all(note in s["origin"] for s in issues[0]["suggestions"])
+
+
+def test_ctranslate2_float32_scores_are_fairseqs(files, fairseq_out):
+    """The suggestion step's teacher-forced scores from CTranslate2 (float32): fairseq's, up to rounding."""
+    from repair.nmt.ondemand import ct2_scores
+
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    sources = texts() * 2
+    targets = fairseq_out + fairseq_out[1:] + fairseq_out[:1]  # each text's own translation, then another's
+    got, want = ct2_scores(ct2, sources, targets), FairseqTranslator(files=files, **OPTIONS).score(sources, targets)
+    assert [g == float("-inf") for g in got] == [w == float("-inf") for w in want]  # an empty text: -inf
+    finite = [(g, w) for g, w in zip(got, want) if w != float("-inf")]
+    assert len(finite) >= 120 and max(abs(g - w) for g, w in finite) < 1e-4
+    n = len(texts())  # the model's own translations score higher than another text's
+    assert sum(w for w in want[:n] if w > -1e9) / 60 > sum(w for w in want[n:] if w > -1e9) / 60 + 1
+
+
+def _suggestion_issues(ct2):
+    """RTI issues (a container and its last words) and a replace issue, with the model's translations."""
+    from repair.purity.relations.base import Case
+
+    containers = [en for en, _ in corpus.pairs(12, seed=11)]
+    rtis = [" ".join(c.split()[-4:-1]) for c in containers]
+    o, m = "The teacher likes the clever student .", "The teacher likes the clever child ."
+    translation = dict(zip(containers + rtis + [o, m], ct2.translate(containers + rtis + [o, m])))
+    translation.update({w: zh for _, pairs in corpus.lexicon().items() for w, zh in pairs})
+    translation[m] = translation[o]
+    cases = [Case("rti", c, (("container", c), ("rti", r)), (c, r)) for c, r in zip(containers, rtis)]
+    cases.append(Case("replace", o, (("original", o), ("mutant", m)), (o, m, "student", "child")))
+    return cases, translation
+
+
+def test_suggestions_are_the_same_with_ctranslate2s_scores_and_fairseq_loaded_only_to_search(files, monkeypatch):
+    from repair.nmt import translator as fairseq_module
+    from repair.purity.relations.replace import ReplaceRelation
+    from repair.purity.relations.rti import RTIRelation
+    from repair.purity.suggest import add_suggestions
+
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    cases, translation = _suggestion_issues(ct2)
+    relations = {"rti": RTIRelation(stopwords=[]), "replace": ReplaceRelation(stopwords=[], candidates="context")}
+    built = []
+    original_init = fairseq_module.FairseqTranslator.__init__
+    monkeypatch.setattr(fairseq_module.FairseqTranslator, "__init__",
+                        lambda self, *a, **k: (built.append(1), original_init(self, *a, **k))[1])
+
+    def suggest(translator, min_score):
+        issues = [{"id": c.id, "relation": c.relation} for c in cases]
+        figures = add_suggestions(issues, {c.id: c for c in cases}, relations, translation, translator, beam=4,
+                                  min_score=min_score)
+        return figures, [[(s["role"], s["text"], round(s["score"], 3)) for s in i["suggestions"]] for i in issues]
+
+    fairseq = FairseqTranslator(files=files, **OPTIONS)
+    for min_score in (None, -1.5):
+        built.clear()
+        mine, theirs = suggest(ct2, min_score), suggest(fairseq, min_score)
+        assert mine[1] == theirs[1] and mine[0]["searched"] == theirs[0]["searched"] > 0
+        assert len(built) == 1  # fairseq loaded once, for the searches
+    assert sum(map(len, mine[1])) >= 1  # something to compare: this tiny model finds a suggestion or more
+    # a floor no translation reaches: every side set aside by CTranslate2's scores, fairseq never loaded
+    built.clear()
+    figures, offered = suggest(ct2, 0.0)
+    assert figures["searched"] == 0 and not any(offered) and built == []
 
 
 def test_texts_begun_in_the_background_are_translated_as_at_once(files, fairseq_out, tmp_path, caplog):  # noqa: F811

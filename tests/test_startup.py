@@ -44,6 +44,27 @@ def test_the_parser_and_a_moses_model_start_without_spacys_command_line_or_jobli
     assert seen["joblib"] and seen["upper"] == ["A", "B"]
 
 
+def test_fairseq_imports_without_scikit_learn_or_scipys_statistics_and_they_load_when_called():
+    pytest.importorskip("fairseq")
+    seen = run_python(
+        "import json, sys\n"
+        "from repair import startup\n"
+        "startup.import_with('fairseq', startup.fairseq_metrics())\n"
+        "import fairseq.checkpoint_utils, fairseq.tasks.translation, fairseq.sequence_generator\n"
+        "before = {m: m in sys.modules for m in ('sklearn', 'sklearn.metrics', 'scipy.stats')}\n"
+        # what fairseq kept from the stand-ins: the real functions, imported when called
+        "from fairseq.tasks.audio_classification import sklearn_metrics\n"
+        "from fairseq.criterions.sentence_prediction import f1_score, pearsonr\n"
+        "f1 = f1_score([0, 1, 1], [0, 1, 0])\n"
+        "r = pearsonr([1, 2, 3], [2, 4, 7])[0]\n"
+        "fpr = sklearn_metrics.roc_curve([0, 1], [0.2, 0.8])[0].tolist()\n"
+        "print(json.dumps({'before': before, 'f1': f1, 'r': r, 'fpr': fpr,\n"
+        "                  'after': {m: m in sys.modules for m in ('sklearn.metrics', 'scipy.stats')}}))\n")
+    assert seen["before"] == {"sklearn": False, "sklearn.metrics": False, "scipy.stats": False}
+    assert seen["f1"] == pytest.approx(2 / 3) and 0.9 < seen["r"] < 1 and seen["fpr"] == [0.0, 0.0, 1.0]
+    assert seen["after"] == {"sklearn.metrics": True, "scipy.stats": True}
+
+
 def test_a_stand_in_that_does_not_suffice_falls_back_to_the_plain_import(tmp_path, monkeypatch):
     """A library version that needs more of the module than the stand-in has: imported again without it."""
     (tmp_path / "needs_more.py").write_text("from helper_mod import present, missing\nvalue = present() + missing()\n")

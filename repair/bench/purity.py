@@ -7,6 +7,9 @@ on CPU too (fairseq in float32, CTranslate2 in int8). The model: --checkpoint an
 translate benchmark's Tatoeba model (built once under --workdir, see `python -m repair.bench translate`).
 The parser is built once and shared, and the CTranslate2 conversion is made (and timed) before the
 runs, so that initialization is the loading of each translator.
+
+With `--input FILE` it runs Purity on that file instead, as a user runs it, at one or more sizes
+(repair/bench/purity_input.py).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from repair.bench.parse import DEFAULT_INPUTS, FILES
 from repair.fileio import read_text_lines
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     from repair.bench.translate import TATOEBA
 
     p = argparse.ArgumentParser(prog="python -m repair.bench purity", description=__doc__.split("\n\n")[0])
@@ -38,8 +41,24 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="CPU threads (default: all)")
     p.add_argument("--parser", default="spacy")
     p.add_argument("--out", type=Path, default=Path("/tmp/repair-bench-purity"), help="the runs' folders")
-    args = p.parse_args(argv)
+    p.add_argument("--input", type=Path, help="a file of English sentences: Purity run on it as `python -m repair.purity` "
+                   "runs it (CTranslate2, suggestions on; see repair/bench/purity_input.py) instead of the comparison")
+    p.add_argument("--sizes", default="1", help="with --input: sizes k of the largest K, each the first k/K of the file "
+                   "(1,3,10: a tenth, three tenths, all; growth exponents across them)")
+    p.add_argument("--rounds", type=int, default=1, help="with --input: runs of every size (in turn)")
+    p.add_argument("--timeout", type=float, default=1800, help="with --input: seconds one run may take")
+    p.add_argument("overrides", nargs="*", help="with --input: repair.purity's overrides (after --), for every run")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
+    if args.input is not None:
+        from repair.bench.purity_input import main as run_input
+
+        run_input(args)
+        return
 
     paths = [args.inputs / name for name in FILES]
     if not all(path.is_file() for path in paths):

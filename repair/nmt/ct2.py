@@ -578,10 +578,16 @@ class CTranslate2Translator(Translator):
         why = self.why_no_search()
         if why:
             return None, why
-        from repair.nmt.translator import FairseqTranslator
+        from repair.nmt.ondemand import FairseqOnDemand, ct2_scores
 
-        fs = FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
-        return fs, f", fairseq on the {self.name} model's checkpoint"
+        def build():
+            from repair.nmt.translator import FairseqTranslator
+
+            return FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
+
+        # fairseq loaded when a search is asked for; scores from this model where it computes as fairseq (float32)
+        scorer = (lambda sources, targets: ct2_scores(self, sources, targets)) if self.compute_type == "float32" else None
+        return FairseqOnDemand(build, scorer), f", fairseq on the {self.name} model's checkpoint"
 
     def begin(self, texts: list[str]):
         """The texts translated by CTranslate2's own threads while the caller goes on (its searches release the

@@ -64,6 +64,9 @@ class FairseqTranslator(Translator):
     ):
         import torch
 
+        from repair import startup
+
+        startup.import_with("fairseq", startup.fairseq_metrics())  # without the metrics it never calls (repair.startup)
         if checkpoint is None and files is None:
             raise UserError("translator=fairseq needs translator.checkpoint=PATH (a fairseq checkpoint file or model folder)")
         if beam < 1 or max_tokens < 1:

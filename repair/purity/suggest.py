@@ -449,6 +449,9 @@ def add_suggestions(issues: list[dict], cases: Mapping[str, Case], relations: Ma
     # is a translation that container contains (on the CNN sentences 314 lists, 2.7 s, none offered)
     requests = [r for r in requests if r.constraints or issues[r.issue]["relation"] != "rti"
                 or cases[issues[r.issue]["id"]].texts[0] not in search.low]
+    # nor a constrained search of a side set aside: its phrases are not spliced either (closest_span's alignment of
+    # every RTI's translation with its container's, in Python: most of the step's own time on news text)
+    requests = [r for r in requests if not (r.constraints and r.source in search.low)]
     first, extra = splice_containers(requests, issues, translation, note, trim)
     got = search.run(first + extra)[:len(first)]
     again = [requests[k] for k, ok in enumerate(got) if not ok and requests[k].constraints != first[k].constraints]

@@ -22,7 +22,6 @@ translations.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import tempfile
 from pathlib import Path
@@ -194,7 +193,9 @@ def message(files: ModelFiles, record: dict) -> str:
     """One message: what is far off, per side, and the keys to set."""
     names = {"src": f"the {files.src.lang} (source) side", "tgt": f"the {files.tgt.lang} (target) side",
              "both": "the model"}
-    found = "; ".join(f"{names[p['side']]}: {p['what']}" for p in record["problems"])
+    sides = dict.fromkeys(p["side"] for p in record["problems"])
+    found = "; ".join(f"{names[side]}: " + ", ".join(p["what"] for p in record["problems"] if p["side"] == side)
+                      for side in sides)
     hint = record.get("hint") or {}
     return (f"the model {files.checkpoint} does not read or write text as it was trained to ({found}). "
             f"{hint.get('text') or nothing_fits(files)}")
@@ -209,8 +210,11 @@ def nothing_fits(files: ModelFiles) -> str:
 def best_fix(files: ModelFiles, state: dict | None, sentences, valid_pairs, data_dir, record: dict) -> dict:
     """The other preprocessing (repair.nmt.probe.alternatives) that fits best: no static problem, the lowest loss
     where one is measured (else the fewest unknown tokens); its keys and a sentence saying what it brings back."""
+    from repair.nmt.checkpoint import load_checkpoint
     from repair.nmt.probe import alternatives, nearby_files
 
+    if state is None and Path(files.checkpoint).is_file():  # for the data folder it records
+        state = load_checkpoint(files.checkpoint)
     tried, failed = [], {}
     for keys, other in alternatives(files, nearby_files(files, state, data_dir)):
         try:
@@ -265,8 +269,9 @@ def check_transformers_model(tokenizer, translate: Callable[[list[str]], list[st
     record: dict = {"problems": [], "checked": bool(sentences)}
     unk = getattr(tokenizer, "unk_token_id", None)
     if sentences and unk is not None:
+        special = set(tokenizer.all_special_ids) - {unk}
         ids = [i for row in tokenizer([source_prefix + s for s in sentences])["input_ids"] for i in row
-               if i not in set(tokenizer.all_special_ids) or i == unk]
+               if i not in special]
         share = sum(i == unk for i in ids) / len(ids) if ids else 0.0
         record["src"] = {"unknown": round(share, 3)}
         if share > UNKNOWN_MAX:
@@ -280,7 +285,3 @@ def check_transformers_model(tokenizer, translate: Callable[[list[str]], list[st
         "the model does not read or write text as it was trained to (" +
         "; ".join(f"{p['side']}: {p['what']}" for p in record["problems"]) + "): check its folder's tokenizer files")
     return record
-
-
-def finite(x) -> bool:
-    return isinstance(x, (int, float)) and math.isfinite(x)

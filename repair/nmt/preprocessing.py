@@ -408,20 +408,27 @@ def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
             codes = None
         else:
             codes = spm = None
-        dictionary = options.get(f"{name}_dict") or from_yaml.get(f"{name}_dict")
-        candidates = [folder / f"dict.{lang}.txt"] + ([data / "bin" / f"dict.{lang}.txt"] if data else []) + \
-            [d / f"dict.{lang}.txt" for d in recorded_data_folders(checkpoint_cfg, path)]
-        dictionary = dictionary or existing(*candidates)
-        if not dictionary:
-            recorded = _cfg_get(checkpoint_cfg, "task", "data")
-            where = f" and in the data folder the checkpoint records ({recorded})" if isinstance(recorded, str) else ""
-            raise UserError(f"no {lang} dictionary for {path}: looked for {', '.join(map(str, candidates))}{where}; "
-                            f"give translator.{name}_dict=FILE (the dict.{lang}.txt the model was trained with)")
+        dictionary = options.get(f"{name}_dict") or from_yaml.get(f"{name}_dict") or \
+            find_dictionary(name, lang, path, data, checkpoint_cfg)
         if not Path(dictionary).is_file():
             raise UserError(f"fairseq dictionary {dictionary} not found ({lang} side)")
         return Side(lang, str(dictionary), tokenizer, bpe, codes and str(codes), spm and str(spm))
 
     return ModelFiles(str(path), side("src", src_lang), side("tgt", tgt_lang))
+
+
+def find_dictionary(name: str, lang: str, checkpoint: Path, data: Path | None, checkpoint_cfg: Any) -> str:
+    """A side's dictionary that nothing names: dict.<lang>.txt beside the checkpoint, in a data folder of ours
+    (bin/), or in the binarized data folder the checkpoint records (where fairseq-preprocess left it)."""
+    candidates = [checkpoint.parent / f"dict.{lang}.txt"] + ([data / "bin" / f"dict.{lang}.txt"] if data else []) + \
+        [d / f"dict.{lang}.txt" for d in recorded_data_folders(checkpoint_cfg, checkpoint)]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        recorded = _cfg_get(checkpoint_cfg, "task", "data")
+        where = f" and in the data folder the checkpoint records ({recorded})" if isinstance(recorded, str) else ""
+        raise UserError(f"no {lang} dictionary for {checkpoint}: looked for {', '.join(map(str, candidates))}{where}; "
+                        f"give translator.{name}_dict=FILE (the dict.{lang}.txt the model was trained with)")
+    return str(found)
 
 
 def write_model_folder(files: ModelFiles, folder: str | os.PathLike) -> None:

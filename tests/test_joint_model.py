@@ -15,20 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from cli_model import build_joint, tatoeba_corpus
+from cli_model import build_joint, tatoeba_corpus, tatoeba_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
 def joint(tmp_path_factory) -> dict:
-    from conftest import SHARED_DATA
-
-    tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
-    if not tatoeba.is_file():
-        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
     out = tmp_path_factory.mktemp("joint")
-    corpus = tatoeba_corpus(tatoeba, out / "corpus", n_train=4000, n_valid=200, n_test=200)
+    corpus = tatoeba_corpus(tatoeba_pairs(), out / "corpus", n_train=4000, n_valid=200, n_test=200)
     best = build_joint(corpus, out)
     return {"corpus": corpus, "checkpoint": best, "work": best.parent.parent,
             "spm": best.parent.parent / "spm" / "joint.model"}

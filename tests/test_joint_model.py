@@ -215,3 +215,51 @@ def test_a_probe_that_measured_nothing_is_not_checked(joint, tmp_path):
     assert record["checked"] is False and "nothing was measured" in record["why"]
     md = "\n".join(finetune_markdown({"epochs": 1, "best_valid_loss": 3.0, "encoding": record}))
     assert "the encoding is the model's own" not in md and "was not checked (nothing was measured" in md
+
+
+def test_the_fine_tunes_probe_names_the_subwords_the_dictionaries_ask_for(joint, tmp_path):
+    """No SentencePiece model anywhere beside the model: no tokenizer brings the loss back (the old hint named one),
+    and the dictionaries' shape names the setting and the key of its file."""
+    from repair.errors import UserError
+    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.finetune import binarize_pairs
+    from repair.nmt.probe import check_encoding
+    from repair.nmt.translator import load_model_files
+
+    files = load_model_files(joint["checkpoint"])
+    pairs = sample(joint)[1]
+    data = binarize_pairs({"valid": pairs}, files, tmp_path / "data")
+    with pytest.raises(UserError) as e:
+        check_encoding(files, load_checkpoint(joint["checkpoint"]), data, pairs, binarize=binarize_pairs)
+    text = str(e.value)
+    assert "rerun with" not in text and "translator.bpe=sentencepiece with translator.sentencepiece_model=FILE" in text
+
+
+def test_translations_with_markers_or_one_phrase_for_everything_are_far_off():
+    from repair.nmt.modelcheck import translation_measures, translation_problems
+
+    garbage = translation_measures(["\u2581 房间里房间里。"] * 30 + ["\u2581 他。"] * 10)
+    assert garbage["marked"] == 1.0 and garbage["repeated"] == 0.75 and garbage["distinct"] == 0.05
+    assert [p["side"] for p in translation_problems(garbage)] == ["tgt", "tgt"]
+    # a weak model repeats itself, but says something else for each sentence: not far off
+    weak = translation_measures([f"卫昨晚昨晚昨晚在{c}色的大故事。" for c in "红白黑蓝绿"] + ["他在桌子旁边。"] * 1)
+    assert weak["repeated"] > 0.5 and weak["distinct"] == 1.0 and translation_problems(weak) == []
+    bpe = translation_measures(["他 在 桌@@ 子 旁边。", "他在桌子旁边。"])
+    assert bpe["marked"] == 0.5 and translation_problems(bpe)[0]["what"].startswith("50% of its translations hold")
+
+
+def test_a_dictionary_s_shape_against_the_configured_subwords(tmp_path):
+    from repair.nmt.modelcheck import dictionary_shape, dictionary_symbols, shape_problem
+    from repair.nmt.preprocessing import Side
+
+    pieces = tmp_path / "dict.pieces.txt"
+    pieces.write_text("\u2581the 90\n\u2581a 80\ns 70\n\u2581house 5\n, 4 #fairseq:overwrite\n", encoding="utf-8")
+    units = tmp_path / "dict.units.txt"
+    units.write_text("the 90\nhou@@ 9\nse 9\nbig 3\n", encoding="utf-8")
+    assert dictionary_symbols(pieces)[-1] == ","  # the flag is not part of the entry
+    assert dictionary_shape(dictionary_symbols(pieces))["kind"] == "sentencepiece"
+    assert dictionary_shape(dictionary_symbols(units))["kind"] == "subword_nmt"
+    assert shape_problem(Side("en", str(pieces), bpe="none"), dictionary_shape(dictionary_symbols(pieces)))
+    assert shape_problem(Side("en", str(pieces), bpe="sentencepiece"), dictionary_shape(dictionary_symbols(pieces))) is None
+    assert "subword-nmt" in shape_problem(Side("en", str(units), bpe="sentencepiece"),
+                                          dictionary_shape(dictionary_symbols(units)))

@@ -35,7 +35,9 @@ SAMPLE = 80            # sentences (and validation pairs) measured
 MAX_WORDS = 60         # longer sentences are left out of the sample
 UNKNOWN_MAX = 0.25     # share of tokens a side's dictionary does not know (a healthy model: a few per cent)
 MARKED_MAX = 0.2       # share of translations holding subword markers
-REPEATED_MAX = 0.5     # share of translations with degenerate repetition
+REPEATED_MAX = 0.5     # share of translations with degenerate repetition ...
+DISTINCT_MIN = 0.5     # ... where fewer than this share of them differ: one phrase for every input (a weak model
+                       # repeats itself too, but says something else for each sentence: the demo's, 38% and 100%)
 PIECES_MIN = 0.2       # share of dictionary entries beginning with ▁ that makes a dictionary one of SentencePiece pieces
 CONTINUATIONS_MIN = 0.05  # share ending with @@ that makes it one of subword-nmt (or fastBPE) units
 LOSS_FACTOR = 1.5      # validation loss at most this times the recorded one (finetune.encoding_check's default)
@@ -174,9 +176,10 @@ def translation_problems(measures: dict) -> list[dict]:
     if measures.get("marked", 0) > MARKED_MAX:
         problems.append({"side": "tgt", "what": f"{measures['marked']:.0%} of its translations hold subword markers "
                                                 f"(e.g. {measures['examples'][0]!r})"})
-    if measures.get("repeated", 0) > REPEATED_MAX:
-        problems.append({"side": "tgt", "what": f"{measures['repeated']:.0%} of its translations repeat a phrase "
-                                                f"(e.g. {measures['examples'][-1]!r})"})
+    if measures.get("repeated", 0) > REPEATED_MAX and measures.get("distinct", 1) < DISTINCT_MIN:
+        problems.append({"side": "tgt", "what": f"{measures['repeated']:.0%} of its translations repeat a phrase and "
+                                                f"only {measures['distinct']:.0%} differ (e.g. "
+                                                f"{measures['examples'][-1]!r})"})
     return problems
 
 
@@ -244,6 +247,15 @@ def best_fix(files: ModelFiles, state: dict | None, sentences, valid_pairs, data
                if loss is not None else f"{unknown:.1%} unknown tokens")
     return {**out, "keys": keys, "loss": loss,
             "text": f"With {setting} it fits ({measure}): rerun with {setting}"}
+
+
+def shape_hint(files: ModelFiles) -> str | None:
+    """The subword setting the dictionaries' shape asks for where the configured one does not fit it (None: it fits)."""
+    sides = {name: getattr(files, name) for name in ("src", "tgt")}
+    shapes = {name: dictionary_shape(dictionary_symbols(side.dict)) for name, side in sides.items()}
+    if not any(shape_problem(sides[name], shape) for name, shape in shapes.items()):
+        return None
+    return shape_advice(files, {name: {"dictionary": shape} for name, shape in shapes.items()})
 
 
 def shape_advice(files: ModelFiles, record: dict) -> str | None:

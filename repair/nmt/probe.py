@@ -6,7 +6,9 @@ figure, measured on the fine-tune's own encoding of its validation split with th
 whether that encoding is the one the model was trained on: a target side segmented unlike the training data
 (Moses instead of jieba, say) gives a loss twice the recorded one, where a corpus of another domain gives a
 loss a little above it. `check_encoding` measures it before any training and, where it is far worse, finds
-which side's preprocessing key brings it back (`translator.tgt_tokenizer=jieba`, ...) and stops the run.
+which side's preprocessing keys bring it back (`translator.tgt_tokenizer=jieba`, `translator.bpe=sentencepiece
+translator.sentencepiece_model=...` with a model found beside the checkpoint, ...) and stops the run. The model
+check before testing (repair.nmt.modelcheck) measures the same loss on a sample, with the same alternatives.
 """
 
 from __future__ import annotations
@@ -140,8 +142,8 @@ def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Seque
     model's loss there against the best validation loss its checkpoint recorded. Where it is above it by more than a
     corpus of another domain would put it (TOLERANCE), each side is encoded with each other tokenizer and subword
     setting (with the subword models found beside the model; `binarize(splits, files, out)`, the fine-tune's
-    binarizer): one that fits the model far better (BETTER), or a loss over `factor` times the recorded one, stops
-    the run with one UserError naming the likely side and keys. Returns what was measured: `checked` is true only
+    binarizer): one that fits the model far better (BETTER) and within `factor` of the recorded loss, or a loss
+    over `factor` times the recorded one, stops the run with one UserError naming the likely side and keys. Returns what was measured: `checked` is true only
     where a loss was measured, and an alternative that could not be tried is named (`failed`)."""
     langs = (base.src.lang, base.tgt.lang)
     recorded = recorded_valid_loss(state)
@@ -159,7 +161,9 @@ def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Seque
               "factor": factor}
     tried, failed = other_encodings(base, state, valid_pairs, binarize) \
         if measured > TOLERANCE * recorded and binarize is not None else ([], {})
-    better = [(loss, key) for loss, key in tried if loss < measured - BETTER]
+    # what brings the loss back: far lower, and within `factor` of the recorded one (a tokenizer that only makes a
+    # wrong encoding a little less wrong is not named)
+    better = [(loss, key) for loss, key in tried if loss < measured - BETTER and loss <= factor * recorded]
     if tried:
         record["tried"] = {key: round(loss, 3) for loss, key in tried}
     if failed:
@@ -184,6 +188,11 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
         hint = ("no other tokenizer or subword setting brings it down: check translator.src_tokenizer / tgt_tokenizer, "
                 "src_bpe / tgt_bpe, src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model "
                 "and the dictionaries")
+    from repair.nmt.modelcheck import shape_hint
+
+    shape = None if better else shape_hint(base)
+    if shape:
+        hint += f". {shape}"
     if failed:
         hint += f" (could not be tried: {'; '.join(f'{k}: {v}' for k, v in failed.items())})"
     return (f"the base model's validation loss on the fine-tuning data as encoded here ({sides}) is {measured:.2f}, "

@@ -204,9 +204,14 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
 def other_encodings(base: ModelFiles, state: dict, valid_pairs, binarize) -> tuple[list[tuple[float, str]], dict]:
     """The base model's validation loss with one side's (or both sides') tokenizer or subwords changed, lowest
     first, each with its keys; and the alternatives that could not be tried, each with why."""
+    from repair.nmt.modelcheck import dictionary_shape, dictionary_symbols, shape_problem
+
     langs, tried, failed = (base.src.lang, base.tgt.lang), [], {}
+    shapes = {n: dictionary_shape(dictionary_symbols(getattr(base, n).dict)) for n in ("src", "tgt")}
     with tempfile.TemporaryDirectory(prefix="encoding-") as tmp:
         for k, (keys, files) in enumerate(alternatives(base, nearby_files(base, state))):
+            if any(shape_problem(getattr(files, n), shapes[n]) for n in shapes):
+                continue  # subwords unlike the dictionary's (pieces read without SentencePiece): not the fix
             key = " ".join(f"{name}={value}" for name, value in keys.items())
             try:
                 binarize({"valid": list(valid_pairs)}, files, Path(tmp) / str(k))

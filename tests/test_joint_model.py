@@ -263,3 +263,17 @@ def test_a_dictionary_s_shape_against_the_configured_subwords(tmp_path):
     assert shape_problem(Side("en", str(pieces), bpe="sentencepiece"), dictionary_shape(dictionary_symbols(pieces))) is None
     assert "subword-nmt" in shape_problem(Side("en", str(units), bpe="sentencepiece"),
                                           dictionary_shape(dictionary_symbols(units)))
+
+
+def test_what_stops_the_test_and_what_is_a_warning():
+    from repair.nmt.modelcheck import stops
+
+    loss = {"side": "both", "what": "its validation loss on a sample of 80 pairs is 10.36 where ... 5.49"}
+    unknown = {"side": "src", "what": "84% of its en tokens are unknown to dict.en.txt"}
+    assert stops({"problems": [unknown], "hint": {}})
+    assert stops({"problems": [loss], "hint": {"keys": {"translator.bpe": "sentencepiece"}}})
+    # translations read and written as trained: only the fine-tune's target encoding is off
+    assert not stops({"problems": [loss], "hint": {"keys": {"translator.tgt_tokenizer": "jieba"}}})
+    # the loss alone, and no other encoding brings it back: another domain, for the fine-tune's check to judge
+    assert not stops({"problems": [loss], "hint": {}})
+    assert not stops({"problems": []})

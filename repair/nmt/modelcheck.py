@@ -95,8 +95,8 @@ def translation_measures(translations: Sequence[str]) -> dict:
     marked = [t for t in translations if _MARKER.search(t)]
     repeated = [t for t in translations if _REPEATED.search(t.replace(" ", ""))]
     return {"translations": n, "marked": round(len(marked) / n, 3), "repeated": round(len(repeated) / n, 3),
-            "distinct": round(len(set(translations)) / n, 3),
-            "examples": [t for t in (marked + repeated)[:3]]}
+            "distinct": round(len(set(translations)) / n, 3), "marked_examples": marked[:2],
+            "repeated_examples": repeated[:2]}
 
 
 def sample(texts: Sequence, n: int = SAMPLE, words: Callable = lambda t: t) -> list:
@@ -176,11 +176,11 @@ def translation_problems(measures: dict) -> list[dict]:
     problems = []
     if measures.get("marked", 0) > MARKED_MAX:
         problems.append({"side": "tgt", "what": f"{measures['marked']:.0%} of its translations hold subword markers "
-                                                f"(e.g. {measures['examples'][0]!r})"})
+                                                f"(e.g. {measures['marked_examples'][0]!r})"})
     if measures.get("repeated", 0) > REPEATED_MAX and measures.get("distinct", 1) < DISTINCT_MIN:
         problems.append({"side": "tgt", "what": f"{measures['repeated']:.0%} of its translations repeat a phrase and "
                                                 f"only {measures['distinct']:.0%} differ (e.g. "
-                                                f"{measures['examples'][-1]!r})"})
+                                                f"{measures['repeated_examples'][0]!r})"})
     return problems
 
 
@@ -190,7 +190,11 @@ def stops(record: dict) -> bool:
     if not record["problems"]:
         return False
     keys = (record.get("hint") or {}).get("keys") or {}
-    return not (keys and set(keys) == {"translator.tgt_tokenizer"})
+    if keys and set(keys) == {"translator.tgt_tokenizer"}:
+        return False
+    # a loss far above the recorded one that no other encoding brings back, and nothing else off: a corpus unlike the
+    # model's own, not its preprocessing (the fine-tune's check, on all of the validation split, decides)
+    return bool(keys) or any(p["side"] != "both" for p in record["problems"])
 
 
 def message(files: ModelFiles, record: dict) -> str:

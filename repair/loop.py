@@ -69,14 +69,18 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
         if a.get(key) != b.get(key) and before_finetune and key in tuple(cfg.get("resume_before_finetune") or ()):
             changed.append(key)  # encodes only the fine-tune's targets; no fine-tune used the old value
             continue
+        if a.get(key) != b.get(key) and key in tuple(cfg.get("resume_before_test") or ()) and \
+                not any(run_dir.glob("cycle*/test/summary.json")):
+            changed.append(key)  # the model's preprocessing, before any sentence was tested with it (the model check)
+            continue
         if a.get(key) != b.get(key):
             raise UserError(
                 f"{run_dir} holds a run with {key}={a.get(key)!r}, this command has {key}={b.get(key)!r}. "
                 f"Use another run_dir=... for the new configuration, or rerun with {key}={a.get(key)!r} to resume."
             )
     if changed:
-        log.info("%s: %s changed before any fine-tune; the stages before it are kept (it encodes the fine-tune's "
-                 "targets and only detokenizes translations)", run_dir, ", ".join(f"{k}={b.get(k)!r}" for k in changed))
+        log.info("%s: %s changed before any fine-tune (or test); the stages before it are kept", run_dir,
+                 ", ".join(f"{k}={b.get(k)!r}" for k in changed))
         write_json_atomic(path, current)
     return changed
 

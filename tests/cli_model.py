@@ -24,6 +24,17 @@ The Chinese was segmented into words with jieba, tokenized with Moses, and split
 """
 
 
+def tatoeba_pairs() -> Path:
+    """Tatoeba's pairs beside the project (../shared/data); the test skips, saying so, where they are absent."""
+    import pytest
+    from conftest import SHARED_DATA
+
+    tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
+    if not tatoeba.is_file():
+        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
+    return tatoeba
+
+
 def tatoeba_corpus(source: Path, out: Path, *, n_train: int, n_valid: int = 300, n_test: int = 400) -> Path:
     """Tatoeba's pairs shuffled (seed 3) into out/{train,valid,test}.{en,zh}, as a team keeps its corpus."""
     rows = []
@@ -58,10 +69,11 @@ def tokenize(corpus: Path, work: Path) -> None:
             (work / f"{split}.tok.{lang}").write_text("".join(t + "\n" for t in toks), encoding="utf-8")
 
 
-def cli(*args: str, cwd: Path, timeout: int = 1200) -> None:
+def cli(*args: str, cwd: Path, timeout: int = 1200, threads: int = 2) -> None:
     # fairseq's checkpoints pickle argparse.Namespace: a fairseq user resuming training under torch >= 2.6 turns
     # the weights-only loader off for their own checkpoints
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads),
+           "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
     done = subprocess.run(list(args), cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(args[:3])} failed ({done.returncode}):\n{done.stderr[-3000:]}")
@@ -113,3 +125,52 @@ def build_hub(corpus: Path, out: Path, *, merges: int = 2000, updates: int = 800
     (tmp / "README.md").write_text(README, encoding="utf-8")
     tmp.rename(hub)
     return hub
+
+
+def spm_train(corpus: Path, prefix: Path, vocab_size: int) -> Path:
+    """`spm_train --input=train.en,train.zh --model_prefix=... --vocab_size=... --character_coverage=0.995`: one
+    SentencePiece model on both languages, trained as the command line trains it (the same flags, in-process)."""
+    import sentencepiece as spm
+
+    spm.SentencePieceTrainer.train(
+        f"--input={corpus / 'train.en'},{corpus / 'train.zh'} --model_prefix={prefix} --vocab_size={vocab_size} "
+        "--character_coverage=0.995 --model_type=unigram --num_threads=2 --minloglevel=2")
+    return prefix.with_suffix(".model")
+
+
+def spm_encode(model: Path, src: Path, dst: Path) -> None:
+    """`spm_encode --model=M --output_format=piece < src > dst`: the pieces of each line, joined by spaces."""
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(model))
+    lines = src.read_text(encoding="utf-8").splitlines()
+    dst.write_text("".join(" ".join(p) + "\n" for p in sp.encode(lines, out_type=str)), encoding="utf-8")
+
+
+def build_joint(corpus: Path, out: Path, *, vocab: int = 3000, epochs: int = 5) -> Path:
+    """The other common fairseq way: one joint SentencePiece model on both sides (work/spm/joint.model), the pieces
+    written as spm_encode writes them, `fairseq-preprocess --joined-dictionary` into work/bin, `fairseq-train
+    --share-all-embeddings --update-freq 2 --max-epoch N --save-interval-updates 150` into work/ckpt, no --bpe
+    recorded. Returns the checkpoint file fairseq wrote, work/ckpt/checkpoint_best.pt, with the data folder where
+    fairseq-preprocess left it (the checkpoint records it as `bin`, relative to work/)."""
+    work = out / "work"
+    best = work / "ckpt" / "checkpoint_best.pt"
+    if best.is_file():
+        return best
+    (work / "spm").mkdir(parents=True, exist_ok=True)
+    model = spm_train(corpus, work / "spm" / "joint", vocab)
+    for split in SPLITS:
+        for lang in ("en", "zh"):
+            spm_encode(model, corpus / f"{split}.{lang}", work / f"{split}.sp.{lang}")
+    bin_ = os.path.dirname(sys.executable)
+    cli(f"{bin_}/fairseq-preprocess", "--source-lang", "en", "--target-lang", "zh", "--trainpref", "train.sp",
+        "--validpref", "valid.sp", "--testpref", "test.sp", "--destdir", "bin", "--joined-dictionary",
+        "--workers", "1", cwd=work)
+    args = train_args(0)
+    args = args[:args.index("--max-update")] + args[args.index("--save-dir"):]  # no update limit: epochs
+    args[args.index("--share-decoder-input-output-embed")] = "--share-all-embeddings"
+    args[args.index("checkpoints")] = "ckpt"
+    # one thread: a model this small trains no faster on two, and far slower where the cores are busy
+    cli(f"{bin_}/fairseq-train", *args, "--update-freq", "2", "--max-epoch", str(epochs),
+        "--save-interval-updates", "150", cwd=work, timeout=900, threads=1)
+    return best

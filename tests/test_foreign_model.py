@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from cli_model import build_hub, tatoeba_corpus
+from cli_model import build_hub, tatoeba_corpus, tatoeba_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "finetune.patience=30",
@@ -25,13 +25,8 @@ LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "f
 
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory) -> dict:
-    from conftest import SHARED_DATA
-
-    tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
-    if not tatoeba.is_file():
-        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
     out = tmp_path_factory.mktemp("foreign")
-    corpus = tatoeba_corpus(tatoeba, out / "corpus", n_train=12000)
+    corpus = tatoeba_corpus(tatoeba_pairs(), out / "corpus", n_train=12000)
     hub = build_hub(corpus, out)
     sentences = out / "sentences"
     sentences.mkdir()

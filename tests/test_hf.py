@@ -311,3 +311,19 @@ def test_an_adapter_of_a_loaded_base_model_shares_its_weights(hf, tmp_path):
     assert again.translate(outside) == alone_adapter and adapted.translate(outside) == alone_adapter
     assert base.translate(outside) == alone_base
     assert base.with_adapter(hf["model"]) is None and adapted.with_adapter(best) is None  # no adapter / not a base
+
+
+def test_the_model_check_reads_a_transformers_folder_with_its_own_tokenizer(hf):
+    """The check before testing serves a transformers folder too: its tokenizer's unknown tokens and its
+    translations; a healthy folder passes, text its tokenizer cannot spell is far off."""
+    from repair.nmt.hf.translator import TransformersTranslator
+    from repair.purity.model_check import run_model_check
+
+    t = TransformersTranslator(hf["model"], beam=2, device="cpu")
+    sentences = (hf["corpus"] / "test.en").read_text(encoding="utf-8").splitlines()[:60]
+    healthy = run_model_check(t, sentences, "stop")
+    assert healthy["checked"] and not healthy["problems"] and healthy["src"]["unknown"] < 0.05, healthy
+    assert healthy["translations"]["translations"] == 60
+    unreadable = t.check_model(["Ωραίο σπίτι ζωγραφισμένο ξανά από τον ίδιο τον ιδιοκτήτη του σήμερα."] * 5)
+    assert unreadable["stop"] and unreadable["src"]["unknown"] > 0.25 and "unknown to its tokenizer" in \
+        unreadable["message"]

@@ -134,6 +134,31 @@ def checkpoint_cfg(state: dict):
         return convert_namespace_to_omegaconf(state["args"])
 
 
+def recorded_data_folders(cfg: Any, checkpoint: str | os.PathLike) -> list[Path]:
+    """The folders holding the binarized data a checkpoint was trained on, as fairseq recorded them (`task.data`,
+    several joined by `:`), each found as written: absolute, else relative to the checkpoint's folder or its parent
+    (fairseq-train is usually run beside `checkpoints/`). Only folders that exist, each once."""
+    recorded = None
+    for key in ("task", "data"):
+        cfg = None if cfg is None else (cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None))
+        recorded = cfg
+    if not isinstance(recorded, str) or not recorded.strip():
+        return []
+    folder = Path(checkpoint).resolve().parent
+    found: list[Path] = []
+    for part in recorded.split(":"):
+        path = Path(part.strip()).expanduser()
+        if not part.strip():
+            continue
+        candidates = [path] if path.is_absolute() else [folder / path, folder.parent / path]
+        for candidate in candidates:
+            candidate = candidate.resolve()
+            if candidate.is_dir() and candidate not in found:
+                found.append(candidate)
+                break
+    return found
+
+
 def is_complete(path: str | os.PathLike) -> bool:
     """Whether a checkpoint file is whole: torch writes a zip archive, whose directory comes last."""
     import zipfile

@@ -568,6 +568,17 @@ class CTranslate2Translator(Translator):
         return [min(int(self.max_len_a * bucket_width(n, self.max_source_positions) + self.max_len_b), self.max_len)
                 for n in lengths]
 
+    def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
+                    data_dir: str | os.PathLike | None = None) -> dict:
+        """The fairseq model this one was converted from, checked on a sample (repair.nmt.modelcheck): its
+        dictionaries and preprocessing, and its validation loss; the translations are not sampled here (the first
+        texts translated are the fidelity check's sample)."""
+        from repair.nmt.modelcheck import check_fairseq_model
+
+        if not str(self.files.checkpoint or "").endswith(".pt"):
+            return {"checked": False, "problems": [], "why": "no fairseq checkpoint (a model converted elsewhere)"}
+        return check_fairseq_model(self.files, None, sentences, valid_pairs, data_dir=data_dir)
+
     def why_no_search(self) -> str | None:
         if not str(self.files.checkpoint or "").endswith(".pt"):  # model_dir=: converted elsewhere
             return f"translator={self.name} has no fairseq checkpoint to search"

@@ -16,7 +16,9 @@ Where the files come from (`resolve_model_files`), first found wins, per side an
 3. the checkpoint's own `tokenizer` / `bpe` settings (`fairseq-train --tokenizer moses --bpe ...`);
 4. files in the model's folder laid out like fairseq's published models: `dict.<lang>.txt`,
    `bpecodes` (subword-nmt), `sentencepiece.bpe.model`;
-5. a prepared data folder of ours: `spm/<lang>.model` and `bin/dict.<lang>.txt`.
+5. a prepared data folder of ours: `spm/<lang>.model` and `bin/dict.<lang>.txt`;
+6. the dictionaries in the binarized data folder the checkpoint records (`task.data`, where fairseq-preprocess
+   left them: absolute, or relative to the checkpoint's folder or its parent).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repair.errors import UserError
+from repair.nmt.checkpoint import recorded_data_folders
 
 TOKENIZERS = ("moses", "space", "jieba", "none")
 BPES = ("sentencepiece", "subword_nmt", "fastbpe", "none")
@@ -296,7 +299,8 @@ def checkpoint_facts(cfg: Any) -> dict:
         return value if isinstance(value, str) and value not in ("", "???") else None
 
     positions = _cfg_get(cfg, "model", "max_source_positions")
-    return {"task": {"source_lang": text("task", "source_lang"), "target_lang": text("task", "target_lang")},
+    return {"task": {"source_lang": text("task", "source_lang"), "target_lang": text("task", "target_lang"),
+                     "data": text("task", "data")},
             "tokenizer": {"_name": text("tokenizer", "_name") or text("tokenizer")},
             "bpe": {"_name": text("bpe", "_name") or text("bpe"), "bpe_codes": text("bpe", "bpe_codes"),
                     "sentencepiece_model": text("bpe", "sentencepiece_model")},
@@ -404,17 +408,27 @@ def resolve_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLi
             codes = None
         else:
             codes = spm = None
-        dictionary = options.get(f"{name}_dict") or from_yaml.get(f"{name}_dict")
-        candidates = [folder / f"dict.{lang}.txt"] + ([data / "bin" / f"dict.{lang}.txt"] if data else [])
-        dictionary = dictionary or existing(*candidates)
-        if not dictionary:
-            raise UserError(f"no {lang} dictionary for {path}: looked for {', '.join(map(str, candidates))}; "
-                            f"give translator.{name}_dict=FILE (the dict.{lang}.txt the model was trained with)")
+        dictionary = options.get(f"{name}_dict") or from_yaml.get(f"{name}_dict") or \
+            find_dictionary(name, lang, path, data, checkpoint_cfg)
         if not Path(dictionary).is_file():
             raise UserError(f"fairseq dictionary {dictionary} not found ({lang} side)")
         return Side(lang, str(dictionary), tokenizer, bpe, codes and str(codes), spm and str(spm))
 
     return ModelFiles(str(path), side("src", src_lang), side("tgt", tgt_lang))
+
+
+def find_dictionary(name: str, lang: str, checkpoint: Path, data: Path | None, checkpoint_cfg: Any) -> str:
+    """A side's dictionary that nothing names: dict.<lang>.txt beside the checkpoint, in a data folder of ours
+    (bin/), or in the binarized data folder the checkpoint records (where fairseq-preprocess left it)."""
+    candidates = [checkpoint.parent / f"dict.{lang}.txt"] + ([data / "bin" / f"dict.{lang}.txt"] if data else []) + \
+        [d / f"dict.{lang}.txt" for d in recorded_data_folders(checkpoint_cfg, checkpoint)]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        recorded = _cfg_get(checkpoint_cfg, "task", "data")
+        where = f" and in the data folder the checkpoint records ({recorded})" if isinstance(recorded, str) else ""
+        raise UserError(f"no {lang} dictionary for {checkpoint}: looked for {', '.join(map(str, candidates))}{where}; "
+                        f"give translator.{name}_dict=FILE (the dict.{lang}.txt the model was trained with)")
+    return str(found)
 
 
 def write_model_folder(files: ModelFiles, folder: str | os.PathLike) -> None:

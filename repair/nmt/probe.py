@@ -6,7 +6,9 @@ figure, measured on the fine-tune's own encoding of its validation split with th
 whether that encoding is the one the model was trained on: a target side segmented unlike the training data
 (Moses instead of jieba, say) gives a loss twice the recorded one, where a corpus of another domain gives a
 loss a little above it. `check_encoding` measures it before any training and, where it is far worse, finds
-which side's preprocessing key brings it back (`translator.tgt_tokenizer=jieba`, ...) and stops the run.
+which side's preprocessing keys bring it back (`translator.tgt_tokenizer=jieba`, `translator.bpe=sentencepiece
+translator.sentencepiece_model=...` with a model found beside the checkpoint, ...) and stops the run. The model
+check before testing (repair.nmt.modelcheck) measures the same loss on a sample, with the same alternatives.
 """
 
 from __future__ import annotations
@@ -89,14 +91,48 @@ def split_loss(state: dict, data: Path, split: str, langs: tuple[str, str], *, c
     return total / size / math.log(2) if size else None
 
 
-def _alternatives(files: ModelFiles) -> list[tuple[str, ModelFiles]]:
-    """The model's files with one side's tokenizer changed, each named by the key that would set it."""
+def nearby_files(files: ModelFiles, state: dict | None = None, data_dir: str | Path | None = None) -> dict:
+    """Subword models found beside a model: SentencePiece models (*.model) and subword-nmt codes (bpecodes, *codes*)
+    in its folder and that folder's parent, in the data folder the checkpoint records (and its parent), and in
+    `data_dir` (and its spm/). A few of each, nearest first."""
+    from repair.nmt.checkpoint import checkpoint_cfg, recorded_data_folders
+
+    folder = Path(files.checkpoint).resolve().parent
+    recorded = recorded_data_folders(checkpoint_cfg(state), files.checkpoint) if state is not None else []
+    places = [folder, folder.parent, *recorded, *(d.parent for d in recorded)]
+    if data_dir:
+        places += [Path(data_dir), Path(data_dir) / "spm"]
+    found: dict = {"sentencepiece": [], "codes": []}
+    for place in dict.fromkeys(p.resolve() for p in places if p.is_dir()):
+        for path in sorted(place.iterdir()):
+            kind = "sentencepiece" if path.suffix == ".model" else "codes" if "codes" in path.name.lower() else None
+            if kind and path.is_file() and str(path) not in found[kind] and len(found[kind]) < 6:
+                found[kind].append(str(path))
+    return found
+
+
+def alternatives(files: ModelFiles, nearby: dict | None = None) -> list[tuple[dict, ModelFiles]]:
+    """The model's files with other preprocessing, each with the keys that would set it: each side's (and both
+    sides') subwords changed (SentencePiece with each model found `nearby`, subword-nmt with each codes file found,
+    none), then each side's tokenizer changed."""
+    nearby = nearby or {}
+    subwords = [("none", {}), *(("sentencepiece", {"sentencepiece_model": m}) for m in nearby.get("sentencepiece", ())),
+                *(("subword_nmt", {"bpe_codes": c}) for c in nearby.get("codes", ()))]
     out = []
+    for scope, names in (("", ("src", "tgt")), ("src_", ("src",)), ("tgt_", ("tgt",))):
+        for bpe, paths in subwords:
+            sides = {n: replace(getattr(files, n), bpe=bpe, sentencepiece_model=paths.get("sentencepiece_model"),
+                                bpe_codes=paths.get("bpe_codes")) for n in names}
+            if all(sides[n] == getattr(files, n) for n in names):
+                continue
+            keys = {f"translator.{scope}bpe": bpe, **{f"translator.{scope}{k}": v for k, v in paths.items()}}
+            out.append((keys, replace(files, **sides)))
     for name in ("tgt", "src"):
         side = getattr(files, name)
         for tokenizer in TOKENIZERS:
             if tokenizer != side.tokenizer:
-                out.append((f"translator.{name}_tokenizer={tokenizer}", replace(files, **{name: replace(side, tokenizer=tokenizer)})))
+                out.append(({f"translator.{name}_tokenizer": tokenizer},
+                            replace(files, **{name: replace(side, tokenizer=tokenizer)})))
     return out
 
 
@@ -104,10 +140,11 @@ def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Seque
                    factor: float = DEFAULT_FACTOR, binarize=None) -> dict:
     """Whether the fine-tune's encoding (data/valid, made with `base`'s preprocessing) is the model's own: the base
     model's loss there against the best validation loss its checkpoint recorded. Where it is above it by more than a
-    corpus of another domain would put it (TOLERANCE), each side is encoded with each other tokenizer
-    (`binarize(splits, files, out)`, the fine-tune's binarizer): one that fits the model far better (BETTER), or a loss
-    over `factor` times the recorded one, stops the run with one UserError naming the likely side and key.
-    Returns what was measured."""
+    corpus of another domain would put it (TOLERANCE), each side is encoded with each other tokenizer and subword
+    setting (with the subword models found beside the model; `binarize(splits, files, out)`, the fine-tune's
+    binarizer): one that fits the model far better (BETTER) and within `factor` of the recorded loss, or a loss
+    over `factor` times the recorded one, stops the run with one UserError naming the likely side and keys. Returns what was measured: `checked` is true only
+    where a loss was measured, and an alternative that could not be tried is named (`failed`)."""
     langs = (base.src.lang, base.tgt.lang)
     recorded = recorded_valid_loss(state)
     if recorded is None or not factor:
@@ -115,44 +152,74 @@ def check_encoding(base: ModelFiles, state: dict, data: Path, valid_pairs: Seque
         log.info("fine-tune: the encoding of the fine-tuning data is not checked (%s)", why)
         return {"checked": False, "why": why}
     measured = split_loss(state, data, "valid", langs)
-    record = {"checked": True, "recorded_valid_loss": round(recorded, 3),
-              "base_valid_loss": None if measured is None else round(measured, 3), "factor": factor}
-    tried = other_tokenizers(base, state, valid_pairs, binarize) \
-        if measured is not None and measured > TOLERANCE * recorded and binarize is not None else []
-    better = [(loss, key) for loss, key in tried if loss < measured - BETTER]
+    if measured is None:
+        why = (f"nothing was measured: none of the {len(valid_pairs)} validation pairs fits the model (an empty split, "
+               f"or every pair longer than its positions)")
+        log.warning("fine-tune: the encoding of the fine-tuning data is not checked (%s)", why)
+        return {"checked": False, "why": why, "recorded_valid_loss": round(recorded, 3)}
+    record = {"checked": True, "recorded_valid_loss": round(recorded, 3), "base_valid_loss": round(measured, 3),
+              "factor": factor}
+    tried, failed = other_encodings(base, state, valid_pairs, binarize) \
+        if measured > TOLERANCE * recorded and binarize is not None else ([], {})
+    # what brings the loss back: far lower, and within `factor` of the recorded one (a tokenizer that only makes a
+    # wrong encoding a little less wrong is not named)
+    better = [(loss, key) for loss, key in tried if loss < measured - BETTER and loss <= factor * recorded]
     if tried:
         record["tried"] = {key: round(loss, 3) for loss, key in tried}
-    if measured is None or (measured <= factor * recorded and not better):
+    if failed:
+        record["failed"] = failed
+    if measured <= factor * recorded and not better:
         log.info("fine-tune: the base model's validation loss on the fine-tune's encoding is %s (the checkpoint "
                  "recorded %.3f%s): the encoding is taken as the model's own", record["base_valid_loss"], recorded,
-                 f"; no other tokenizer does better: {record['tried']}" if tried else "")
+                 f"; no other encoding does better: {record['tried']}" if tried else "")
         return record
+    raise UserError(encoding_message(base, measured, recorded, factor, better, failed))
+
+
+def encoding_message(base: ModelFiles, measured: float, recorded: float, factor: float, better: list,
+                     failed: dict) -> str:
     sides = f"src: {base.src.tokenizer}/{base.src.bpe}, tgt: {base.tgt.tokenizer}/{base.tgt.bpe}"
     if better:
         loss, key = better[0]
-        side = "Chinese (target)" if ".tgt_" in key else "English (source)"
-        hint = (f"with {key} it is {loss:.2f}: the {side} side is likely encoded unlike the model's training data; "
-                f"rerun with {key}")
+        side = ("both sides are" if "translator.bpe=" in key else
+                "the Chinese (target) side is" if "tgt_" in key else "the English (source) side is")
+        hint = f"with {key} it is {loss:.2f}: {side} likely encoded unlike the model's training data; rerun with {key}"
     else:
-        hint = ("no other tokenizer brings it down: check translator.src_tokenizer / tgt_tokenizer, src_bpe / tgt_bpe, "
-                "src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model and the dictionaries")
-    raise UserError(
-        f"the base model's validation loss on the fine-tuning data as encoded here ({sides}) is {measured:.2f}, where "
-        f"its checkpoint {base.checkpoint} recorded {recorded:.2f}: fine-tuning on this encoding would teach the model "
-        f"another one. {hint[0].upper() + hint[1:]}. Nothing was trained (finetune.encoding_check={factor}: the largest ratio to the recorded "
-        f"loss allowed; 0 turns the check off).")
+        hint = ("no other tokenizer or subword setting brings it down: check translator.src_tokenizer / tgt_tokenizer, "
+                "src_bpe / tgt_bpe, src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model "
+                "and the dictionaries")
+    from repair.nmt.modelcheck import shape_hint
+
+    shape = None if better else shape_hint(base)
+    if shape:
+        hint += f". {shape}"
+    if failed:
+        hint += f" (could not be tried: {'; '.join(f'{k}: {v}' for k, v in failed.items())})"
+    return (f"the base model's validation loss on the fine-tuning data as encoded here ({sides}) is {measured:.2f}, "
+            f"where its checkpoint {base.checkpoint} recorded {recorded:.2f}: fine-tuning on this encoding would teach "
+            f"the model another one. {hint[0].upper() + hint[1:]}. Nothing was trained (finetune.encoding_check="
+            f"{factor}: the largest ratio to the recorded loss allowed; 0 turns the check off).")
 
 
-def other_tokenizers(base: ModelFiles, state: dict, valid_pairs, binarize) -> list[tuple[float, str]]:
-    """The base model's validation loss with one side's tokenizer changed, lowest first, each with its key."""
-    langs, tried = (base.src.lang, base.tgt.lang), []
+def other_encodings(base: ModelFiles, state: dict, valid_pairs, binarize) -> tuple[list[tuple[float, str]], dict]:
+    """The base model's validation loss with one side's (or both sides') tokenizer or subwords changed, lowest
+    first, each with its keys; and the alternatives that could not be tried, each with why."""
+    from repair.nmt.modelcheck import dictionary_shape, dictionary_symbols, shape_problem
+
+    langs, tried, failed = (base.src.lang, base.tgt.lang), [], {}
+    shapes = {n: dictionary_shape(dictionary_symbols(getattr(base, n).dict)) for n in ("src", "tgt")}
     with tempfile.TemporaryDirectory(prefix="encoding-") as tmp:
-        for k, (key, files) in enumerate(_alternatives(base)):
+        for k, (keys, files) in enumerate(alternatives(base, nearby_files(base, state))):
+            if any(shape_problem(getattr(files, n), shapes[n]) for n in shapes):
+                continue  # subwords unlike the dictionary's (pieces read without SentencePiece): not the fix
+            key = " ".join(f"{name}={value}" for name, value in keys.items())
             try:
                 binarize({"valid": list(valid_pairs)}, files, Path(tmp) / str(k))
-            except UserError:
+            except Exception as e:  # a tokenizer or model that cannot run here: named in the record and the log
+                failed[key] = f"{type(e).__name__}: {str(e)[:200]}"
+                log.warning("fine-tune: %s could not be tried (%s)", key, failed[key])
                 continue
             loss = split_loss(state, Path(tmp) / str(k), "valid", langs)
             if loss is not None:
                 tried.append((loss, key))
-    return sorted(tried)
+    return sorted(tried), failed

@@ -112,6 +112,13 @@ class FairseqTranslator(Translator):
         self._truncated = 0
         self.max_source_positions = int(self.model.max_positions()[0])
 
+    def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
+                    data_dir: str | os.PathLike | None = None) -> dict:
+        """The model and its preprocessing checked on a sample of `sentences` and `valid_pairs` (repair.nmt.modelcheck)."""
+        from repair.nmt.modelcheck import check_fairseq_model
+
+        return check_fairseq_model(self.files, self.translate, sentences, valid_pairs, data_dir=data_dir)
+
     # ------------------------------------------------------------------ suggestions
 
     def why_no_search(self) -> str | None:

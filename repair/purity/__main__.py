@@ -12,6 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from repair.errors import UserError, exit_on_user_error
 from repair.fileio import check_folder_overrides, read_text_lines
 from repair.purity.config import check_renamed, run_settings
+from repair.purity.model_check import run_model_check
 from repair.purity.parsers import make_parser
 from repair.purity.parsers.process import parser_in_its_own_process
 from repair.purity.parsers.ptb import PtbParser
@@ -68,6 +69,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
             own = parser_in_its_own_process(parser_cfg)  # forked before the translator starts a thread
             translator = build_translator(cfg)
             sentences, source, lines = read_text_lines(cfg.input), str(cfg.input), None
+            run_model_check(translator, sentences, cfg.get("model_check") or "warn")
             begun = begin_sentences(translator, sentences, settings.get("max_sentence_words", 200))
         with settled(begun):
             parser = own or make_parser(parser_cfg)
@@ -77,6 +79,7 @@ def purity(cfg: DictConfig, out_dir: str) -> dict:
                                 "sentences, one per line")
             sentences, source, lines = parser.sentences, str(parser.path), parser.lines
             translator = build_translator(cfg)
+            run_model_check(translator, sentences, cfg.get("model_check") or "warn")
         init_seconds = time.perf_counter() - started
         summary = run_purity(sentences, parser, translator, out_dir, init_seconds=init_seconds, source=source,
                              lines=lines, suggest=group.get("suggest"), begun=begun, **settings)

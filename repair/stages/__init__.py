@@ -149,6 +149,7 @@ class Purity:
     parser: Callable[[], Any]
     translator: Callable[["ModelFiles"], "Translator"]
     settings: dict
+    model_check: str = "stop"  # the check before the model is tested (repair.purity.model_check): stop, warn, off
 
     def run(self, out: Path, model: "ModelFiles", sentences: list[str], lines: list[int], source: str,
             **options: Any) -> Path:

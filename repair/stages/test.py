@@ -35,7 +35,7 @@ def make_purity(purity: dict, parser: dict, translators: Translators, data_dir: 
             built.append(make_parser(parser))
         return built[0]
 
-    return Purity(make_parser, translators, settings)
+    return Purity(make_parser, translators, settings, model_check=purity.get("model_check") or "stop")
 
 
 def run(out: Path, model: "ModelFiles", data: Data, purity: Purity, indices: list[int] | None = None,
@@ -46,6 +46,27 @@ def run(out: Path, model: "ModelFiles", data: Data, purity: Purity, indices: lis
         sentences = read_text_lines(data.sentences)
         if indices is None:
             indices = list(range(len(sentences)))
+        check_model(out, model, data, purity, [sentences[i] for i in indices])
         purity.run(out, model, [sentences[i] for i in indices], [i + 1 for i in indices], str(data.sentences),
                    suggest=suggest)
     return {"summary": read_json(out / "summary.json"), "issues": read_issues(out / "issues.jsonl")}
+
+
+def check_model(out: Path, model: "ModelFiles", data: Data, purity: Purity, sentences: list[str]) -> dict:
+    """The model under test checked before Purity runs (repair.purity.model_check, `purity.model_check`: stop, warn
+    or off), on a sample of the sentences and of the data's cleaned validation split: a model read or written
+    unlike its training stops here, naming the keys to set. Kept in out/model_check.json; a check that passed is
+    not made again when the stage resumes."""
+    from repair.fileio import write_json_atomic
+    from repair.purity.model_check import run_model_check
+
+    path = out / "model_check.json"
+    if path.exists():
+        return read_json(path)
+    valid = [data.dir / "clean" / f"valid.{lang}" for lang in (model.src.lang, model.tgt.lang)]
+    pairs = list(zip(*(read_text_lines(p) for p in valid))) if all(p.is_file() for p in valid) else []
+    record = run_model_check(purity.translator(model), sentences, purity.model_check, key="purity.model_check",
+                             valid_pairs=pairs, data_dir=data.dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, record)
+    return record

@@ -1,0 +1,304 @@
+"""Is the model read and written as it was trained? A check of a model and its preprocessing before Purity tests it.
+
+A model given the wrong preprocessing still translates: every source word unknown to a dictionary of pieces, it
+writes the same phrase for every sentence, with subword markers left in, and Purity finds "issues" in that garbage.
+On a sample of the sentences to test (and of the validation split, where there is one), this measures:
+
+- the share of source tokens (and of the validation split's target tokens) the model's dictionary does not know;
+- the dictionaries' shape against the configured subwords: SentencePiece pieces (`▁`), subword-nmt continuations
+  (`@@`), or whole words;
+- the share of translations holding subword markers (`▁`, `@@`) or degenerate repetition (`房间里房间里`);
+- where the checkpoint recorded one, the validation loss against it (repair.nmt.probe, on a sample).
+
+Far off is a problem (`problems`, each with its side); the other subword settings (SentencePiece, subword-nmt, none)
+with the files found beside the model (its folder, the data folder the checkpoint records, their parents), and the
+other tokenizers, are then tried, and the one that brings the measures (the loss first) back is named by the keys
+that set it (`hint`). The loop stops before its test stage on a problem that changes what is tested; Purity's
+command line warns (`model_check=stop` makes it fatal). Both backends use it: a fairseq checkpoint (fairseq and
+CTranslate2 translators) with all of it, a transformers folder with its tokenizer's unknown tokens and the
+translations.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable, Sequence
+
+from repair.nmt.preprocessing import Codec, ModelFiles, Side
+
+log = logging.getLogger(__name__)
+
+SAMPLE = 80            # sentences (and validation pairs) measured
+MAX_WORDS = 60         # longer sentences are left out of the sample
+UNKNOWN_MAX = 0.25     # share of tokens a side's dictionary does not know (a healthy model: a few per cent)
+MARKED_MAX = 0.2       # share of translations holding subword markers
+REPEATED_MAX = 0.5     # share of translations with degenerate repetition ...
+DISTINCT_MIN = 0.5     # ... where fewer than this share of them differ: one phrase for every input (a weak model
+                       # repeats itself too, but says something else for each sentence: the demo's, 38% and 100%)
+PIECES_MIN = 0.1       # share of dictionary entries beginning with ▁ that makes a dictionary one of SentencePiece pieces
+                       # (a joint one, Chinese pieces mostly without ▁: 28% in tests; a dictionary of words: none)
+CONTINUATIONS_MIN = 0.05  # share ending with @@ that makes it one of subword-nmt (or fastBPE) units
+LOSS_FACTOR = 1.5      # validation loss at most this times the recorded one (finetune.encoding_check's default)
+SUBWORD_KEYS = ("bpe", "sentencepiece_model", "bpe_codes")
+# a unit of 3 or more characters said twice in a row, or of 2 or more said three times (`房间里房间里`, `我们我们我们`)
+_REPEATED = re.compile(r"(\S{3,}?)\1|(\S{2,}?)\2\2")
+_MARKER = re.compile("\u2581|@@( |$)")
+
+
+def dictionary_symbols(path: str | Path) -> list[str]:
+    """The entries of a fairseq dictionary file (`symbol count [#fairseq:overwrite]` a line)."""
+    out = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        parts = line.rstrip().split(" ")
+        if parts and parts[-1] == "#fairseq:overwrite":
+            parts = parts[:-1]
+        if len(parts) >= 2:
+            out.append(" ".join(parts[:-1]))
+    return out
+
+
+def dictionary_shape(symbols: Sequence[str]) -> dict:
+    """What a dictionary's entries look like: the shares of SentencePiece pieces (beginning with ▁) and of
+    subword-nmt continuations (ending with @@), and the kind of subwords that makes it."""
+    n = max(1, len(symbols))
+    pieces = sum(s.startswith("\u2581") for s in symbols) / n
+    continuations = sum(s.endswith("@@") for s in symbols) / n
+    kind = "sentencepiece" if pieces >= PIECES_MIN else "subword_nmt" if continuations >= CONTINUATIONS_MIN else "words"
+    return {"entries": len(symbols), "pieces": round(pieces, 3), "continuations": round(continuations, 3), "kind": kind}
+
+
+def shape_problem(side: Side, shape: dict) -> str | None:
+    """Why a dictionary's shape does not fit the side's subword setting (None: it fits)."""
+    if shape["kind"] == "sentencepiece" and side.bpe != "sentencepiece":
+        return (f"its dictionary holds SentencePiece pieces ({shape['pieces']:.0%} of entries begin with \u2581) but "
+                f"bpe is {side.bpe}")
+    if shape["kind"] == "subword_nmt" and side.bpe not in ("subword_nmt", "fastbpe"):
+        return (f"its dictionary holds subword-nmt units ({shape['continuations']:.0%} of entries end with @@) but "
+                f"bpe is {side.bpe}")
+    return None
+
+
+def unknown_share(side: Side, symbols: set, texts: Sequence[str]) -> float | None:
+    """The share of the tokens `texts` encode to (the side's tokenizer and subwords) that the dictionary lacks."""
+    tokens = [t for line in Codec(side).encode_all(texts) for t in line.split()]
+    return sum(t not in symbols for t in tokens) / len(tokens) if tokens else None
+
+
+def translation_measures(translations: Sequence[str]) -> dict:
+    """The shares of translations that hold subword markers and that repeat a phrase, and how many differ."""
+    n = len(translations)
+    if not n:
+        return {}
+    marked = [t for t in translations if _MARKER.search(t)]
+    repeated = [t for t in translations if _REPEATED.search(t.replace(" ", ""))]
+    return {"translations": n, "marked": round(len(marked) / n, 3), "repeated": round(len(repeated) / n, 3),
+            "distinct": round(len(set(translations)) / n, 3), "marked_examples": marked[:2],
+            "repeated_examples": repeated[:2]}
+
+
+def sample(texts: Sequence, n: int = SAMPLE, words: Callable = lambda t: t) -> list:
+    """Up to `n` items spread evenly over `texts` (non-empty, at most MAX_WORDS words), in order."""
+    kept = [t for t in texts if words(t).strip() and len(words(t).split()) <= MAX_WORDS]
+    if len(kept) <= n:
+        return kept
+    return [kept[int(k * len(kept) / n)] for k in range(n)]
+
+
+def static_measures(files: ModelFiles, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]]) -> dict:
+    """Unknown tokens and dictionary shape per side, and the problems they show (no model is run)."""
+    out: dict = {"problems": []}
+    for name, side, texts in (("src", files.src, list(sentences) + [p[0] for p in valid_pairs]),
+                              ("tgt", files.tgt, [p[1] for p in valid_pairs])):
+        symbols = dictionary_symbols(side.dict)
+        shape = dictionary_shape(symbols)
+        unknown = unknown_share(side, set(symbols), texts) if texts else None
+        out[name] = {"dictionary": shape, "unknown": None if unknown is None else round(unknown, 3)}
+        why = shape_problem(side, shape)
+        if why:
+            out["problems"].append({"side": name, "what": why})
+        if unknown is not None and unknown > UNKNOWN_MAX:
+            out["problems"].append({"side": name, "what": f"{unknown:.0%} of its {side.lang} tokens are unknown to "
+                                                          f"{side.dict}"})
+    return out
+
+
+def sample_loss(files: ModelFiles, state: dict, pairs: Sequence[tuple[str, str]]) -> float | None:
+    """The model's validation loss (bits per token) on `pairs` encoded with `files` (None: nothing measured)."""
+    from repair.errors import UserError
+    from repair.nmt.finetune import binarize_pairs
+    from repair.nmt.probe import split_loss
+
+    with tempfile.TemporaryDirectory(prefix="modelcheck-") as tmp:
+        try:
+            binarize_pairs({"valid": list(pairs)}, files, Path(tmp))
+        except UserError as e:
+            log.warning("model check: the validation sample could not be encoded (%s)", e)
+            return None
+        return split_loss(state, Path(tmp), "valid", (files.src.lang, files.tgt.lang))
+
+
+def check_fairseq_model(files: ModelFiles, translate: Callable[[list[str]], list[str]] | None,
+                        sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (), *,
+                        data_dir: str | Path | None = None, state: dict | None = None) -> dict:
+    """The check of a fairseq model (see the module's doc): what was measured, the problems found and, where there
+    are any, the keys that bring the measures back (`hint`) and one message naming the sides and the keys."""
+    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.probe import recorded_valid_loss
+
+    sentences, valid_pairs = sample(sentences), sample(valid_pairs, words=lambda p: p[0])
+    record = static_measures(files, sentences, valid_pairs)
+    problems = record["problems"]
+    if valid_pairs and Path(files.checkpoint).is_file():
+        state = state if state is not None else load_checkpoint(files.checkpoint)
+        recorded = recorded_valid_loss(state)
+        measured = sample_loss(files, state, valid_pairs) if recorded is not None else None
+        if measured is not None:
+            record["loss"] = {"recorded_valid_loss": round(recorded, 3), "sample_valid_loss": round(measured, 3),
+                              "pairs": len(valid_pairs), "factor": LOSS_FACTOR}
+            if measured > LOSS_FACTOR * recorded:
+                problems.append({"side": "both", "what": f"its validation loss on a sample of {len(valid_pairs)} pairs "
+                                                         f"is {measured:.2f} where its checkpoint recorded {recorded:.2f}"})
+    if translate is not None and sentences and not any(p["side"] == "src" for p in problems):
+        record["translations"] = translation_measures(translate(list(sentences)))
+        problems += translation_problems(record["translations"])
+    record["checked"] = bool(sentences or valid_pairs)
+    if problems:
+        record["hint"] = best_fix(files, state, sentences, valid_pairs, data_dir, record)
+    record["stop"] = stops(record)
+    record["message"] = message(files, record) if problems else None
+    return record
+
+
+def translation_problems(measures: dict) -> list[dict]:
+    problems = []
+    if measures.get("marked", 0) > MARKED_MAX:
+        problems.append({"side": "tgt", "what": f"{measures['marked']:.0%} of its translations hold subword markers "
+                                                f"(e.g. {measures['marked_examples'][0]!r})"})
+    if measures.get("repeated", 0) > REPEATED_MAX and measures.get("distinct", 1) < DISTINCT_MIN:
+        problems.append({"side": "tgt", "what": f"{measures['repeated']:.0%} of its translations repeat a phrase and "
+                                                f"only {measures['distinct']:.0%} differ (e.g. "
+                                                f"{measures['repeated_examples'][0]!r})"})
+    return problems
+
+
+def stops(record: dict) -> bool:
+    """Whether the problems change what Purity tests. A target tokenizer changes nothing a translation says (Chinese
+    is joined back without spaces): where it alone brings the loss back, the fine-tune's check stops, not the test."""
+    if not record["problems"]:
+        return False
+    keys = (record.get("hint") or {}).get("keys") or {}
+    if keys and set(keys) == {"translator.tgt_tokenizer"}:
+        return False
+    # a loss far above the recorded one that no other encoding brings back, and nothing else off: a corpus unlike the
+    # model's own, not its preprocessing (the fine-tune's check, on all of the validation split, decides)
+    return bool(keys) or any(p["side"] != "both" for p in record["problems"])
+
+
+def message(files: ModelFiles, record: dict) -> str:
+    """One message: what is far off, per side, and the keys to set."""
+    names = {"src": f"the {files.src.lang} (source) side", "tgt": f"the {files.tgt.lang} (target) side",
+             "both": "the model"}
+    sides = dict.fromkeys(p["side"] for p in record["problems"])
+    found = "; ".join(f"{names[side]}: " + ", ".join(p["what"] for p in record["problems"] if p["side"] == side)
+                      for side in sides)
+    hint = record.get("hint") or {}
+    return (f"the model {files.checkpoint} does not read or write text as it was trained to ({found}). "
+            f"{hint.get('text') or nothing_fits(files)}")
+
+
+def nothing_fits(files: ModelFiles) -> str:
+    return ("No other subword setting or tokenizer found beside the model fits it: check translator.bpe / src_bpe / "
+            "tgt_bpe, translator.sentencepiece_model / bpe_codes (per side with src_ / tgt_), translator.src_tokenizer "
+            "/ tgt_tokenizer and the dictionaries (translator.src_dict / tgt_dict)")
+
+
+def best_fix(files: ModelFiles, state: dict | None, sentences, valid_pairs, data_dir, record: dict) -> dict:
+    """The other preprocessing (repair.nmt.probe.alternatives) that fits best: no static problem, the lowest loss
+    where one is measured (else the fewest unknown tokens); its keys and a sentence saying what it brings back."""
+    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.probe import alternatives, nearby_files
+
+    if state is None and Path(files.checkpoint).is_file():  # for the data folder it records
+        state = load_checkpoint(files.checkpoint)
+    tried, failed = [], {}
+    for keys, other in alternatives(files, nearby_files(files, state, data_dir)):
+        try:
+            measured = static_measures(other, sentences, valid_pairs)
+        except Exception as e:  # a tokenizer or subword model that cannot run here is named, not skipped silently
+            failed[" ".join(f"{k}={v}" for k, v in keys.items())] = f"{type(e).__name__}: {str(e)[:200]}"
+            continue
+        if not measured["problems"]:
+            unknown = sum(measured[s]["unknown"] or 0 for s in ("src", "tgt"))
+            tried.append([unknown, keys, other, None])
+    tried.sort(key=lambda t: t[0])
+    if record.get("loss") and state is not None:
+        for entry in tried[:4]:  # the loss of the few that fit best: what actually brings the model back
+            entry[3] = sample_loss(entry[2], state, valid_pairs)
+        recorded = record["loss"]["recorded_valid_loss"]
+        tried = sorted((t for t in tried[:4] if t[3] is not None and t[3] <= LOSS_FACTOR * recorded),
+                       key=lambda t: t[3])
+    out: dict = {"failed": failed} if failed else {}
+    if failed:
+        log.warning("model check: alternatives that could not be tried: %s", failed)
+    if not tried:
+        out["text"] = shape_advice(files, record)
+        return out
+    unknown, keys, _other, loss = tried[0]
+    setting = " ".join(f"{k}={v}" for k, v in keys.items())
+    measure = (f"the validation loss {loss:.2f} (recorded {record['loss']['recorded_valid_loss']:.2f})"
+               if loss is not None else f"{unknown:.1%} unknown tokens")
+    return {**out, "keys": keys, "loss": loss,
+            "text": f"With {setting} it fits ({measure}): rerun with {setting}"}
+
+
+def shape_hint(files: ModelFiles) -> str | None:
+    """The subword setting the dictionaries' shape asks for where the configured one does not fit it (None: it fits)."""
+    sides = {name: getattr(files, name) for name in ("src", "tgt")}
+    shapes = {name: dictionary_shape(dictionary_symbols(side.dict)) for name, side in sides.items()}
+    if not any(shape_problem(sides[name], shape) for name, shape in shapes.items()):
+        return None
+    return shape_advice(files, {name: {"dictionary": shape} for name, shape in shapes.items()})
+
+
+def shape_advice(files: ModelFiles, record: dict) -> str | None:
+    """Where no file found fits: the subword setting the dictionaries' shape asks for, and the key of its file."""
+    kinds = {name: record[name]["dictionary"]["kind"] for name in ("src", "tgt")}
+    wanted = {k for k in kinds.values() if k != "words"}
+    if len(wanted) != 1:
+        return None
+    kind = wanted.pop()
+    scope = "" if len(set(kinds.values())) == 1 else next(f"{n}_" for n, k in kinds.items() if k == kind)
+    file_key = "sentencepiece_model" if kind == "sentencepiece" else "bpe_codes"
+    what = "SentencePiece model (.model)" if kind == "sentencepiece" else "subword-nmt codes"
+    return (f"The dictionaries hold {'SentencePiece pieces' if kind == 'sentencepiece' else 'subword-nmt units'} and "
+            f"no {what} found beside the model fits them: give translator.{scope}bpe={kind} with "
+            f"translator.{scope}{file_key}=FILE, the one the training data was encoded with")
+
+
+def check_transformers_model(tokenizer, translate: Callable[[list[str]], list[str]], sentences: Sequence[str],
+                             source_prefix: str = "") -> dict:
+    """The check of a transformers folder: the share of source tokens its tokenizer maps to its unknown token, and
+    its translations (markers, repetition). Its tokenizer is its own, so no other setting is tried."""
+    sentences = sample(sentences)
+    record: dict = {"problems": [], "checked": bool(sentences)}
+    unk = getattr(tokenizer, "unk_token_id", None)
+    if sentences and unk is not None:
+        special = set(tokenizer.all_special_ids) - {unk}
+        ids = [i for row in tokenizer([source_prefix + s for s in sentences])["input_ids"] for i in row
+               if i not in special]
+        share = sum(i == unk for i in ids) / len(ids) if ids else 0.0
+        record["src"] = {"unknown": round(share, 3)}
+        if share > UNKNOWN_MAX:
+            record["problems"].append({"side": "src", "what": f"{share:.0%} of its source tokens are unknown to its "
+                                                              f"tokenizer"})
+    if sentences and not record["problems"]:
+        record["translations"] = translation_measures(translate(list(sentences)))
+        record["problems"] += translation_problems(record["translations"])
+    record["stop"] = bool(record["problems"])
+    record["message"] = None if not record["problems"] else (
+        "the model does not read or write text as it was trained to (" +
+        "; ".join(f"{p['side']}: {p['what']}" for p in record["problems"]) + "): check its folder's tokenizer files")
+    return record

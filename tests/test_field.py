@@ -102,3 +102,4 @@ def test_the_rule_is_deterministic_and_its_flags_shape_it():
     assert all(len(v) == 0 for v in a["kept"].values())  # each sentence holds two field words: none kept
     assert len(a["heldout"]) == 10 and len(a["tested"]) == 12 and len(a["bleu"]) == 40 - 22
     assert len(a["train_pairs"]) == 30
+

@@ -49,7 +49,7 @@ from collections import Counter
 from pathlib import Path
 
 from repair.errors import UserError, exit_on_user_error
-from repair.examples.moses_bpe import SPLITS, TATOEBA, build, check_source
+from repair.examples.moses_bpe import SPLITS, TATOEBA, build, check_source, write_corpus
 
 WORD = re.compile(r"[a-z]+")
 logger = logging.getLogger("repair.examples.field")
@@ -207,8 +207,6 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out
     split = write_field(out, tatoeba_pairs(args.tatoeba), band=tuple(args.band), n_clusters=args.clusters,
                         size=args.cluster_words, keep=args.keep, holdout=args.holdout, tested=args.tested)
-    from repair.examples.moses_bpe import write_corpus
-
     corpus = write_corpus(out, args.tatoeba, n_train=args.train_pairs, pairs=split["train_pairs"])
     data = write_data(out, corpus, split)
     print(f"field: {len(split['words'])} words; {len(split['heldout'])} held out, {len(split['tested'])} tested, "

@@ -3,9 +3,10 @@
 - efficacy: the corrected sources themselves (repair.stats.verify_fixes);
 - generality: the same kind of case elsewhere: held-out sentences with Purity issues (McNemar on
   sentences, not on Purity's pairs, which share their sentence's translation), held-out texts
-  translated exactly as their reference, and the recall of the words corrections put in; and its
-  reach: how many held-out sentences with issues show a change that a correction made (a repair that
-  learns what its corrections changed can only carry that far);
+  translated exactly as their reference, and the recall of the words corrections put in (on the held-out
+  and BLEU-test sentences, and on the held-out ones alone); and its reach: how many held-out sentences with
+  issues show a change that a correction made (a repair that learns what its corrections changed can only
+  carry that far), and which held-out sentences changed, with the corrected words and changes they gained;
 - locality: everything else: texts whose English contains no corrected source, how many changed,
   exact-match transitions against their reference (sign test) and the mean sentence chrF change
   with its bootstrap interval.
@@ -148,6 +149,36 @@ def reach(corrections: Sequence[Mapping], pairs: Sequence[Mapping], before_ids: 
                               if references.get(t) is not None))
         shared += bool(found & corrected)
     return {"sentences_with_issues": len(texts), "with_a_corrected_change": shared, "changes": len(corrected)}
+
+
+def reach_by_sentence(terms: Sequence[str], rows: Sequence[Mapping], corrections: Sequence[Mapping] = (),
+                      taught: Sequence[str] = (), stop_tokens: Iterable[str] = ()) -> dict:
+    """The reach sentence by sentence: each row ({"source", "reference" or None, "before", "after"}, a held-out
+    sentence) translated differently after the repair, with what its new translation gained: `gained`, the
+    corrections' words (`terms`) it holds that the old one did not (`right`: those its reference holds too);
+    `changes`, the changes some correction made (`changes`) that its own change repeats; `taught_words`, the
+    words a scoped edit taught that its English holds (what sent it to the fine-tuned model)."""
+    from repair.purity.scoped import singular
+
+    stop = list(stop_tokens)
+    corrected = set().union(*(changes(c.get("translation") or "", c["correction"], stop) for c in corrections))
+    scope = {singular(w): w for w in taught}
+    listed = []
+    for r in rows:
+        b, a = squeeze(r["before"]), squeeze(r["after"])
+        if b == a:
+            continue
+        ref = squeeze(r.get("reference"))
+        gained = [t for t in terms if t in a and t not in b]
+        listed.append({"source": r["source"], "before": r["before"], "after": r["after"], "gained": gained,
+                       "right": [t for t in gained if ref and t in ref],
+                       "changes": sorted(map(list, changes(r["before"], r["after"], stop) & corrected)),
+                       "taught_words": sorted({scope[w] for w in map(singular, source_key(r["source"]).split())
+                                               if w in scope})})
+    return {"sentences": len({r["source"] for r in rows}), "changed": len(listed),
+            "gained_a_word": sum(bool(x["gained"]) for x in listed),
+            "gained_a_right_word": sum(bool(x["right"]) for x in listed),
+            "repeat_a_change": sum(bool(x["changes"]) for x in listed), "changed_sentences": listed}
 
 
 # ---------------------------------------------------------------- locality

@@ -407,6 +407,10 @@ def repair_markdown(r: dict) -> list[str]:
         lines.append(f"| generality: sentences recalling every corrected word their reference has "
                      f"({t['terms']} words) | {t['sentences']} sentences | {t['before']} | {t['after']} | "
                      f"{pvalue(t['p_value'])} |")
+    th = g.get("term_recall_heldout")
+    if th:
+        lines.append(f"| generality: held-out sentences among them | {th['sentences']} sentences | {th['before']} | "
+                     f"{th['after']} | {pvalue(th['p_value'])} |")
     lines.append(f"| locality: unrelated texts translated exactly as their reference | {loc['with_reference']} "
                  f"texts | {loc['correct_before']} | {loc['correct_before'] - loc['correct_to_wrong'] + loc['wrong_to_correct']} | "
                  f"{pvalue(loc['p_value'])} |")
@@ -430,6 +434,7 @@ def repair_markdown(r: dict) -> list[str]:
                      f"with issues differ from their references by a change one of the corrections made "
                      f"({rc['changes']} changes: words taken out and put in); a repair that learns what its "
                      f"corrections changed can only carry that far.")
+    lines += reach_markdown(g.get("reach_sentences"))
     per_cycle = [c for c in r.get("cycles", []) if c.get("repair")]
     if several and per_cycle:
         lines += ["", "Per cycle (each cycle's corrections, its base model against its fine-tuned one):", "",
@@ -449,6 +454,26 @@ def repair_markdown(r: dict) -> list[str]:
     if "excluded" in b:
         lines.append(f"- BLEU is scored on the {b['sentences']} of {b['lines']} test lines no fine-tuning pair came "
                      f"from ({b['excluded']} left out).")
+    return lines
+
+
+def reach_markdown(rs: dict | None, shown: int = 15) -> list[str]:
+    """The held-out sentences the repair changed, with the corrected words and changes they gained."""
+    if not rs:
+        return []
+    lines = [f"- Reach by sentence: {rs['changed']} of the {rs['sentences']} held-out sentences are translated "
+             f"differently; {rs['gained_a_word']} gained a word a correction put in ({rs['gained_a_right_word']} one "
+             f"their reference holds), {rs['repeat_a_change']} repeat a change a correction made "
+             f"(`repair.generality.reach_sentences` in report.json lists them all)."]
+    listed = sorted(rs["changed_sentences"], key=lambda x: (-len(x["right"]), -len(x["changes"]), x["source"]))
+    if listed:
+        lines += ["", "| held-out sentence | before → after | words gained (in the reference) | changes repeated | "
+                      "taught words it holds |", "| --- | --- | --- | --- | --- |"]
+        for x in listed[:shown]:
+            lines.append(f"| {cell(x['source'])} | {cell(x['before'])} → {cell(x['after'])} | "
+                         f"{cell(', '.join(x['gained']) or '–')} ({cell(', '.join(x['right']) or '–')}) | "
+                         f"{cell('; '.join(f'{a or chr(8709)} → {b or chr(8709)}' for a, b in x['changes']) or '–')} | "
+                         f"{cell(', '.join(x['taught_words']) or '–')} |")
     return lines
 
 

@@ -202,3 +202,31 @@ def test_held_out_sentences_read_the_references_aligned_with_the_input(tmp_path)
     zh.write_text("猫坐着。\n", encoding="utf-8")  # not aligned: no references rather than wrong ones
     assert Data(tmp_path, en, None).sentence_references is None
     assert Data(tmp_path, tmp_path / "input.txt", None).sentence_references is None
+
+
+def test_reach_by_sentence_lists_the_changed_held_out_sentences_with_what_they_gained():
+    from repair.measures import reach_by_sentence
+
+    corrections = [{"source": "a red book", "translation": "一本书", "correction": "一本红色的书"}]
+    terms = correction_terms(corrections, stop_tokens=("的",))
+    assert terms == ["红色"]
+    rows = [
+        {"source": "I have red pens .", "reference": "我有红色的笔。", "before": "我有笔。", "after": "我有红色的笔。"},
+        {"source": "The sky is red .", "reference": "天是红的。", "before": "天是红的。", "after": "天是红色的。"},
+        {"source": "He ran .", "reference": "他跑了。", "before": "他跑。", "after": "他跑了。"},
+        {"source": "She sat .", "reference": "她坐下了。", "before": "她坐下了。", "after": "她坐下了。"},  # unchanged
+    ]
+    r = reach_by_sentence(terms, rows, corrections, taught=("pen",), stop_tokens=("的",))
+    assert (r["sentences"], r["changed"], r["gained_a_word"], r["gained_a_right_word"], r["repeat_a_change"]) == \
+        (4, 3, 2, 1, 1)
+    by = {x["source"]: x for x in r["changed_sentences"]}
+    assert by["I have red pens ."]["gained"] == ["红色"] and by["I have red pens ."]["right"] == ["红色"]
+    assert by["I have red pens ."]["changes"] == [["", "红色"]] and by["I have red pens ."]["taught_words"] == ["pen"]
+    assert by["The sky is red ."]["right"] == [] and by["The sky is red ."]["taught_words"] == []
+    assert by["He ran ."]["gained"] == [] and "She sat ." not in by
+    from repair.report import reach_markdown
+
+    md = "\n".join(reach_markdown(r))
+    assert "3 of the 4 held-out sentences" in md and "2 gained a word" in md
+    assert md.index("I have red pens .") < md.index("The sky is red .")  # the ones gaining a right word first
+    assert "∅ → 红色" in md and reach_markdown(None) == []

@@ -45,18 +45,19 @@ SMALL = {
 logger = logging.getLogger("repair.examples.moses_bpe")
 
 
-def write_corpus(out: Path, source: Path, *, n_valid: int = 500, n_test: int = 500, n_train: int | None = None) -> Path:
-    """Tatoeba's pairs shuffled (seed 0) into OUT/corpus/{train,valid,test}.{en,zh}."""
+def write_corpus(out: Path, source: Path, *, n_valid: int = 500, n_test: int = 500, n_train: int | None = None,
+                 pairs: list[tuple[str, str]] | None = None) -> Path:
+    """Tatoeba's pairs (or `pairs`, a selection of them) shuffled (seed 0) into OUT/corpus/{train,valid,test}.{en,zh}."""
     from repair.bench.translate import tatoeba_pairs
     from repair.fileio import write_text_atomic
 
     corpus = out / "corpus"
     if all((corpus / f"{s}.{l}").is_file() for s in SPLITS for l in ("en", "zh")):
         return corpus
-    if not source.is_file():
-        raise UserError(f"{source} not found: the example trains on Tatoeba's English-Chinese pairs "
-                        f"(cmn.txt, tab separated); give --tatoeba FILE")
-    pairs = tatoeba_pairs(source)
+    if pairs is None:
+        check_source(source)
+        pairs = tatoeba_pairs(source)
+    pairs = list(pairs)
     random.Random(0).shuffle(pairs)
     splits = {"test": pairs[:n_test], "valid": pairs[n_test:n_test + n_valid], "train": pairs[n_test + n_valid:]}
     if n_train:
@@ -65,6 +66,12 @@ def write_corpus(out: Path, source: Path, *, n_valid: int = 500, n_test: int = 5
         for i, lang in enumerate(("en", "zh")):
             write_text_atomic(corpus / f"{split}.{lang}", "".join(r[i] + "\n" for r in rows))
     return corpus
+
+
+def check_source(source: Path) -> None:
+    if not source.is_file():
+        raise UserError(f"{source} not found: the example trains on Tatoeba's English-Chinese pairs "
+                        f"(cmn.txt, tab separated); give --tatoeba FILE")
 
 
 def learn_codes(texts: list[str], codes: Path, merges: int) -> None:
@@ -81,8 +88,9 @@ def learn_codes(texts: list[str], codes: Path, merges: int) -> None:
 
 
 def build(out: Path, *, source: Path = TATOEBA, epochs: int = 8, merges: int = 6000, n_train: int | None = None,
-          model: dict | None = None, threads: int | None = None) -> Path:
-    """The corpus, the BPE codes, the binarized data, the trained model and its folder; returns OUT/model."""
+          model: dict | None = None, threads: int | None = None, pairs: list[tuple[str, str]] | None = None) -> Path:
+    """The corpus (Tatoeba's pairs, or `pairs`), the BPE codes, the binarized data, the trained model and its
+    folder; returns OUT/model."""
     from repair.data.prepare import _build_dictionary, binarize_file, clean_text, read_parallel
     from repair.fileio import write_text_atomic
     from repair.nmt.preprocessing import PREPROCESSING_FILE, Codec, Side
@@ -93,7 +101,7 @@ def build(out: Path, *, source: Path = TATOEBA, epochs: int = 8, merges: int = 6
     if (model_dir / "model.pt").is_file() and (model_dir / PREPROCESSING_FILE).is_file():
         logger.info("%s is already built", model_dir)
         return model_dir
-    corpus = write_corpus(out, source, n_train=n_train)
+    corpus = write_corpus(out, source, n_train=n_train, pairs=pairs)
     work = out / "work"
     bin_dir, codes = work / "bin", work / "bpecodes"
     texts = {s: read_parallel(corpus / f"{s}.en", corpus / f"{s}.zh") for s in SPLITS}

@@ -206,7 +206,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
     taught, for locality's counts apart.
     """
     from repair.measures import (bleu_lines, correction_terms, exact_generality, locality, reach,
-                                 sentence_generality, term_recall)
+                                 reach_by_sentence, sentence_generality, term_recall)
     from repair.purity.run import TRANSLATIONS
     from repair.purity.translators import read_table
 
@@ -215,6 +215,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
     rows = [{"kind": "sentence", "set": "test", "source": test_en[i], "reference": test_zh[i],
              "before": hyp_base[i], "after": hyp_new[i]} for i in kept]
     sentence_rows = list(rows)
+    held_sentences = None
     generality: dict = {}
     if heldout_dirs is not None and heldout is not None:
         before, after = heldout_dirs
@@ -234,9 +235,13 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
                       "reference": refs.get(t) if refs is not None else None, "before": tr,
                       "after": table_after.get(t, "")} for t, tr in table_before.items()]
         rows += held_rows
-        sentence_rows += [r for r in held_rows if r["kind"] == "sentence"]
+        held_sentences = [r for r in held_rows if r["kind"] == "sentence"]
+        sentence_rows += held_sentences
     terms = correction_terms(corrections, stop_tokens)
     generality["term_recall"] = term_recall(terms, sentence_rows)
+    if held_sentences is not None:
+        generality["term_recall_heldout"] = term_recall(terms, held_sentences)
+        generality["reach_sentences"] = reach_by_sentence(terms, held_sentences, corrections, taught, stop_tokens)
     return {
         "efficacy": {k: fixes.get(k) for k in ("corrections", "fixed", "fix_rate", "fixed_within_d")},
         "generality": generality,

@@ -8,7 +8,7 @@ import repair
 PACKAGE = Path(repair.__file__).parent
 # bottom to top: a module may import from its own part and from parts below it (a function-level import too)
 LAYERS = [
-    {"errors", "fileio", "registry", "startup"},
+    {"errors", "fileio", "registry", "startup", "face"},
     {"issues"},
     {"purity"},
     {"stats"},

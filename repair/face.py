@@ -19,12 +19,21 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 from repair.errors import UserError
 
-if TYPE_CHECKING:
-    from repair.nmt.preprocessing import ModelFiles
+
+class Model(Protocol):
+    """A model the loop holds (repair.nmt.preprocessing.ModelFiles: its checkpoint and how its text is encoded)."""
+
+    checkpoint: str  # the file or folder it is read from
+
+    def with_checkpoint(self, checkpoint: str | Path) -> "Model":
+        """The same model's files with another checkpoint (a fine-tune of it)."""
+
+    def to_dict(self) -> dict:
+        """Plain values the run folder's model.json records (ModelFiles.from_dict reads them back)."""
 
 
 class NotSupported(UserError):
@@ -54,7 +63,7 @@ class Translator(ABC):
     """Translates a batch of English texts into Chinese, one output per input, in order."""
 
     name: str = "translator"
-    files: "ModelFiles | None" = None  # the model it translates with (None: a table of recorded translations)
+    files: "Model | None" = None  # the model it translates with (None: a table of recorded translations)
 
     @abstractmethod
     def translate(self, texts: list[str]) -> list[str]:
@@ -133,7 +142,7 @@ class ModelFamily(ABC):
         return file_sha256(Path(path))
 
     @abstractmethod
-    def finetune(self, base: "ModelFiles", pairs: Sequence[tuple[str, str]], valid: Sequence[tuple[str, str]],
+    def finetune(self, base: Model, pairs: Sequence[tuple[str, str]], valid: Sequence[tuple[str, str]],
                  out: Path, settings: Any, translator: Translator | None, **common: Any) -> dict:
         """Fine-tunes `base` on `pairs` into `out`, validating each epoch on `valid`. settings: the finetune
         group's (repair.stages.finetune.FinetuneSettings; a family reads the keys it honours). common: lr,
@@ -148,11 +157,11 @@ class ModelFamily(ABC):
         """A model trained on the data folder with the `model` group's settings; its checkpoint."""
         raise NotSupported(self.name, "train a model", "bring one along with model.checkpoint=PATH")
 
-    def probe_loss_after(self, result: Mapping[str, Any], base: "ModelFiles", out: Path) -> float | None:
+    def probe_loss_after(self, result: Mapping[str, Any], base: Model, out: Path) -> float | None:
         """The corrections' loss under the checkpoint a fine-tune kept (None: not measured)."""
         return None
 
-    def constrained_search(self, translator: Translator | None, base: "ModelFiles") -> Callable[[list, list], list]:
+    def constrained_search(self, translator: Translator | None, base: Model) -> Callable[[list, list], list]:
         """search(sources, constraints) with the base model (finetune.augment)."""
         searcher, why = translator.searcher(5) if translator is not None else (None, "no translator")
         if searcher is None:

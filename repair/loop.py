@@ -181,12 +181,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
         cycles.append({**entry, "review": reviewed, "corrections": corrections, "finetune": ft, "verify": verified})
         model = model.with_checkpoint(ft["best_checkpoint"])
 
-    done = [c for c in cycles if c["verify"]]
-    overall = verify.compare_run(run_dir, done, data, heldout, verify_settings.worst)
-    if overall is not None:  # the run's measures: every cycle's corrections and fine-tuning sources
-        tuned = set().union(*(finetune.read_sources(run_dir / f"cycle{c['cycle']}" / "finetune") for c in done))
-        overall.update(verify.run_measures(done, run_dir, data, heldout, translators(model), tuned,
-                                           tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
+    overall = run_overall(cfg, run_dir, cycles, data, heldout, lambda: translators(model), verify_settings)
     with run.stage("report"):
         path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={
             "model": model_setup(cfg, base.checkpoint),
@@ -198,6 +193,20 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path
+
+
+def run_overall(cfg: DictConfig, run_dir: Path, cycles: list[dict], data, heldout, translator, verify_settings):
+    """The run's measures over its verified cycles: every cycle's corrections and fine-tuning sources (None: none).
+    translator(): the last model's, built only where there are measures."""
+    from repair.stages import finetune, verify
+
+    done = [c for c in cycles if c["verify"]]
+    overall = verify.compare_run(run_dir, done, data, heldout, verify_settings.worst)
+    if overall is not None:
+        tuned = set().union(*(finetune.read_sources(run_dir / f"cycle{c['cycle']}" / "finetune") for c in done))
+        overall.update(verify.run_measures(done, run_dir, data, heldout, translator(), tuned,
+                                           tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
+    return overall
 
 
 def rerun_command() -> str:

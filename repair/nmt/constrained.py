@@ -54,17 +54,13 @@ def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:
 
 
 def _as_translator(model):
-    from repair.nmt.translator import FairseqTranslator
-
-    if isinstance(model, FairseqTranslator):
-        return model
+    """The loaded fairseq translator the search runs on (repair.nmt.translator imports this module, not the other
+    way round: a model's files or checkpoint are loaded by the caller, FairseqTranslator(files=...))."""
     from repair.nmt.preprocessing import ModelFiles
 
-    if isinstance(model, ModelFiles):
-        return FairseqTranslator(files=model)
-    if isinstance(model, (str, os.PathLike)):
-        return FairseqTranslator(model)
-    raise TypeError(f"translate_constrained needs a FairseqTranslator, ModelFiles or checkpoint path, not {type(model).__name__}")
+    if isinstance(model, (ModelFiles, str, os.PathLike)):
+        raise TypeError(f"translate_constrained needs a loaded FairseqTranslator, not {type(model).__name__}")
+    return model
 
 
 @functools.lru_cache(maxsize=8)

@@ -53,8 +53,11 @@ class FairseqFamily(ModelFamily):
         from repair.nmt.constrained import translate_constrained
         from repair.nmt.translator import FairseqTranslator
 
-        model = translator if isinstance(translator, FairseqTranslator) else base
-        return lambda sources, constraints: translate_constrained(model, sources, constraints)
+        def search(sources: list, constraints: list) -> list:
+            model = translator if isinstance(translator, FairseqTranslator) else FairseqTranslator(files=base)
+            return translate_constrained(model, sources, constraints)
+
+        return search
 
 
 class CTranslate2Family(FairseqFamily):

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from repair.fileio import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
+from repair.fileio import read_json, write_json_atomic, write_jsonl_atomic
+from repair.stages.sources import SOURCES, read_sources  # noqa: F401  (the loop reads them here)
 
 if TYPE_CHECKING:
     from repair.face import ModelFamily
@@ -190,12 +191,6 @@ def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSetting
     return {**parts, "replay": [(s, t) for s, t in zip(sources, targets) if t.strip()]}
 
 
-SOURCES = "sources.jsonl"  # the pairs fine-tuning trained on, once each: {"source", "target"}
-
-
-def read_sources(out: Path) -> set[str]:
-    """The source texts the fine-tune in `out` trained on."""
-    return {row["source"] for row in read_jsonl(out / SOURCES)}
 
 
 def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path, settings: FinetuneSettings,

@@ -80,7 +80,7 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     Purity run on the held-out sentences is not run again).
     """
     from repair.data.prepare import read_clean_pairs
-    from repair.stages.finetune import read_sources
+    from repair.stages.sources import read_sources
     from repair.stats import bleu_significance, purity_regressions, verify_fixes
 
     verify_path = out / "verify.json"

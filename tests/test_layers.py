@@ -8,9 +8,9 @@ import repair
 PACKAGE = Path(repair.__file__).parent
 # bottom to top: a module may import from its own part and from parts below it (a function-level import too)
 LAYERS = [
-    {"errors", "fileio", "registry", "startup", "face"},
+    {"errors", "fileio", "registry", "startup", "face", "text"},
     {"issues"},
-    {"purity"},
+    {"purity", "edit"},
     {"stats"},
     {"data"},
     {"nmt"},

@@ -102,9 +102,9 @@ class Translators:
         return make_translator(self.cfg, **model, **self.overrides)
 
     def __call__(self, model: "ModelFiles") -> "Translator":
-        """The model's translator; a scoped edit (scope.json beside its checkpoint, repair.purity.scoped) is
+        """The model's translator; a scoped edit (scope.json beside its checkpoint, repair.edit.scoped) is
         served with its base model outside the scope."""
-        from repair.purity.scoped import ScopedTranslator, scope_of
+        from repair.edit.scoped import ScopedTranslator, scope_of
 
         if model.checkpoint not in self.built:
             scope = scope_of(model.checkpoint)

@@ -41,7 +41,7 @@ class FinetuneSettings:
     pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
-    scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.purity.scoped)
+    scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.edit.scoped)
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
@@ -73,7 +73,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     select = ft.get("select") or "loss"
     if select not in SELECT:
         raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
-    from repair.purity.scoped import KINDS
+    from repair.edit.scoped import KINDS
 
     scope = ft.get("scope") or "all"
     if scope not in KINDS:
@@ -309,7 +309,7 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     holds (what finetune.scope_defer looks for in the base model's translation)."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
-    from repair.purity.scoped import content_words, singular
+    from repair.text import content_words, singular
     from repair.stats import squeeze
 
     stop = english_stopwords()
@@ -364,12 +364,12 @@ def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Pat
 
 
 def word_counts(data_dir: Path) -> dict[str, int]:
-    """How often each word (lower case, a final s aside, split from punctuation as repair.purity.scoped.source_key
+    """How often each word (lower case, a final s aside, split from punctuation as repair.text.source_key
     splits it) occurs in the data's cleaned training English."""
     from collections import Counter
 
     from repair.data.prepare import read_clean_pairs
-    from repair.purity.scoped import english_tokens, singular
+    from repair.text import english_tokens, singular
 
     return dict(Counter(singular(w) for src, _ in read_clean_pairs(data_dir, "train") for w in english_tokens(src)))
 
@@ -378,7 +378,7 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
                 taught: Mapping[str, list[str]] | None = None, words_at: Path | None = None) -> dict:
     """finetune.scope: the scope of this fine-tune (every corrected source so far, the unedited base model for
     the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
-    from repair.purity.scoped import SCOPE_FILE, extended, scope_of
+    from repair.edit.scoped import SCOPE_FILE, extended, scope_of
 
     scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
                      [c["source"] for c in corrections], taught or {}, str(words_at or ""),

@@ -247,7 +247,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
 
 def taught_words(model) -> tuple[str, ...]:
     """The words a scoped edit's fine-tune taught (finetune.scope=terms), every cycle's; () for any other model."""
-    from repair.purity.scoped import ScopedTranslator
+    from repair.edit.scoped import ScopedTranslator
 
     return model.scope.words if isinstance(model, ScopedTranslator) else ()
 

@@ -53,3 +53,8 @@ def content_words(text: str, stopwords: frozenset[str]) -> frozenset[str]:
 def singular(word: str) -> str:
     """A word with a final s aside (otter, otters), so that a taught noun covers its other number."""
     return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def squash(text: str, zh: bool) -> str:
+    """A text's spacing aside, for containment: Chinese without spaces, other text with single spaces."""
+    return re.sub(r"\s+", "", text) if zh else " ".join(text.split())

@@ -17,11 +17,11 @@ import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from repair.text import squash as _squash
 from repair.data.prepare import clean_text
 from repair.errors import UserError
 
@@ -33,10 +33,6 @@ class Hypothesis:
     text: str
     score: float  # fairseq's: log-probability per token (length-normalized, len_penalty applied)
     met: bool  # every constraint phrase appears in `text`
-
-
-def _squash(text: str, zh: bool) -> str:
-    return re.sub(r"\s+", "", text) if zh else " ".join(text.split())
 
 
 def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:

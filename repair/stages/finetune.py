@@ -47,7 +47,7 @@ class FinetuneSettings:
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
-    adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter, PEFT) | none (every weight)
+    adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
     lora_alpha: int = 8
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")

@@ -418,8 +418,9 @@ def epoch_model(out: Path, epoch: int | str) -> Path:
 
 
 def epoch_of(path: Path) -> int | None:
-    """The epoch of checkpoint<epoch>.pt or checkpoint<epoch>/; None for another name."""
-    digits = path.name.removesuffix(".pt")[len("checkpoint"):]
+    """The epoch of checkpoint<epoch>, with one suffix or none (whatever its family writes); None for another name
+    (a cache converted from one, checkpoint<epoch>.pt.<runtime>, included)."""
+    digits = path.name.split(".")[0][len("checkpoint"):] if path.name.count(".") <= 1 else ""
     return int(digits) if path.name.startswith("checkpoint") and digits.isdigit() else None
 
 

@@ -9,6 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from repair.errors import UserError
 from repair.text import source_key
 
 REPO = Path(__file__).resolve().parents[1]
@@ -63,3 +66,22 @@ def test_the_family_s_fine_tune_learns_what_it_translated_otherwise(tmp_path):
     after = WordTableTranslator(result["best_checkpoint"])
     assert before != "年轻的水手" and after.translate(["the young sailor", "The young sailor sings"]) == \
         ["年轻的水手", after.translate(["the young sailor"])[0] + after.translate(["sings"])[0]]
+
+
+def test_the_group_picks_the_family_and_a_twin_serves_another_family_s_model(tmp_path):
+    from repair.face import NotSupported, family_for, owner_of
+
+    folder = tmp_path / "marian"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    checkpoint = tmp_path / "checkpoint_best.pt"
+    checkpoint.write_bytes(b"")
+    assert family_for({"name": "fairseq"}).name == "fairseq"
+    assert family_for({"name": "fairseq"}, folder).name == "transformers"  # translator=fairseq given a folder
+    assert family_for({"name": "ctranslate2"}, folder).name == "ctranslate2-transformers"
+    assert family_for({"name": "ctranslate2"}, checkpoint).name == "ctranslate2"
+    assert owner_of(folder).name == "transformers" and owner_of(checkpoint).name in ("fairseq", "ctranslate2")
+    with pytest.raises(NotSupported, match="translator=transformers: this model family cannot train a model"):
+        family_for({"name": "transformers"}).train(tmp_path, tmp_path, {}, 1, "cpu")
+    with pytest.raises(UserError, match="translator=opennmt: .*choose one of fairseq, ctranslate2, transformers$"):
+        family_for({"name": "opennmt"})

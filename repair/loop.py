@@ -64,8 +64,8 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     for key in sorted(set(a) | set(b)):
         if any(key == k or key.startswith(k + ".") for k in ignored):
             continue
-        if key not in a and key in ADDED_FOR_TRANSFORMERS:  # a run from before them: a fairseq model, which they
-            continue                                         # do not touch
+        if key not in a and key in ADDED_LATER:  # a run from before them: a model whose family does not read them
+            continue
         if a.get(key) != b.get(key) and before_finetune and key in tuple(cfg.get("resume_before_finetune") or ()):
             changed.append(key)  # encodes only the fine-tune's targets; no fine-tune used the old value
             continue
@@ -85,8 +85,8 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     return changed
 
 
-# finetune keys that only transformers models read (repair.nmt.hf): a run folder written before they existed resumes
-ADDED_FOR_TRANSFORMERS = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets")
+# finetune keys that only an adapter fine-tune reads: a run folder written before they existed resumes
+ADDED_LATER = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets")
 
 
 class StopAfter(Exception):
@@ -139,7 +139,8 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
     brought = cfg.model.get("checkpoint") or cfg.translator.get("checkpoint")
 
     with run.stage("prepare"):  # a model brought along has its own preprocessing: the corpus is only cleaned
-        data = prepare.run(plain(cfg.data), encode=not brought, purity_input=cfg.purity.input)
+        data = prepare.run(plain(cfg.data), encode=not brought and translators.family.needs_encoded_corpus,
+                           purity_input=cfg.purity.input)
     with run.stage("train"):
         base = train.run(run_dir, data.dir, translators, plain(cfg.model), brought, cfg.checkpoint_dir, cfg.seed,
                          cfg.device)
@@ -176,19 +177,15 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
             break
         with run.stage("finetune"):
             ft = finetune.run(cdir / "finetune", model, corrections, data.dir, finetune_settings(cfg, heldout),
-                              cdir / "test", tested["issues"], translators(model), translators)
+                              cdir / "test", tested["issues"], translators(model), translators,
+                              translators.family_of(model))
         with run.stage("verify"):
             verified = verify.run(cdir / "verify", model, cdir / "finetune", corrections, tested, data, purity,
                                   verify_settings, indices, heldout, cycles[-1]["verify"] if cycles else None)
         cycles.append({**entry, "review": reviewed, "corrections": corrections, "finetune": ft, "verify": verified})
         model = model.with_checkpoint(ft["best_checkpoint"])
 
-    done = [c for c in cycles if c["verify"]]
-    overall = verify.compare_run(run_dir, done, data, heldout, verify_settings.worst)
-    if overall is not None:  # the run's measures: every cycle's corrections and fine-tuning sources
-        tuned = set().union(*(finetune.read_sources(run_dir / f"cycle{c['cycle']}" / "finetune") for c in done))
-        overall.update(verify.run_measures(done, run_dir, data, heldout, translators(model), tuned,
-                                           tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
+    overall = run_overall(cfg, run_dir, cycles, data, heldout, lambda: translators(model), verify_settings)
     with run.stage("report"):
         path = write_report(run_dir, cycles, run.seconds, thresholds=list(cfg.purity.thresholds), setup={
             "model": model_setup(cfg, base.checkpoint),
@@ -200,6 +197,20 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
     if resumed:
         log.info("resumed: stages %s were already done", ", ".join(sorted(resumed)))
     return path
+
+
+def run_overall(cfg: DictConfig, run_dir: Path, cycles: list[dict], data, heldout, translator, verify_settings):
+    """The run's measures over its verified cycles: every cycle's corrections and fine-tuning sources (None: none).
+    translator(): the last model's, built only where there are measures."""
+    from repair.stages import finetune, verify
+
+    done = [c for c in cycles if c["verify"]]
+    overall = verify.compare_run(run_dir, done, data, heldout, verify_settings.worst)
+    if overall is not None:
+        tuned = set().union(*(finetune.read_sources(run_dir / f"cycle{c['cycle']}" / "finetune") for c in done))
+        overall.update(verify.run_measures(done, run_dir, data, heldout, translator(), tuned,
+                                           tuple(cfg.purity.stop_tokens), verify_settings, overall.get("heldout")))
+    return overall
 
 
 def rerun_command() -> str:
@@ -224,7 +235,7 @@ def default_run_dir(cfg: DictConfig) -> Path:
     return Path(cfg.run_dir)
 
 
-# conf/loop.yaml, not config.yaml: fairseq registers its own schema as "config" in Hydra's store
+# conf/loop.yaml, not config.yaml: a model library registers its own schema as "config" in Hydra's store
 @hydra.main(version_base=None, config_path="../conf", config_name="loop")
 @exit_on_user_error
 def main(cfg: DictConfig) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from repair.purity.scoped import PUNCTUATION, contains_any, source_key  # noqa: F401 (used here and by callers)
+from repair.text import PUNCTUATION, contains_any, source_key  # noqa: F401 (used here and by callers)
 from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test, squeeze
 
 MCNEMAR = "McNemar exact (binomial on discordant sentences)"
@@ -219,7 +219,7 @@ def locality(rows: Sequence[Mapping], corrected_sources: Iterable[str], *, sampl
     deltas = []
     parts: dict[str, dict] = {}
     if taught:
-        from repair.purity.scoped import singular
+        from repair.text import singular
 
         words = frozenset(map(singular, taught))
         parts = {name: {"texts": 0, "changed": 0, "correct_before": 0, "correct_to_wrong": 0, "wrong_to_correct": 0}

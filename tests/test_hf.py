@@ -134,7 +134,7 @@ def finetuned(hf, tmp_path: Path, adapter: str = "lora") -> tuple[dict, list[tup
 
 
 def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_model_outside(hf, tmp_path):
-    from repair.purity.scoped import SCOPE_FILE, ScopedTranslator, extended, served
+    from repair.edit.scoped import SCOPE_FILE, ScopedTranslator, extended, served
     from repair.purity.translators import make_translator
 
     result, corrections = finetuned(hf, tmp_path)

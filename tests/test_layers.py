@@ -1,6 +1,7 @@
 """The house's shape: no module imports one that sits above it, and no function runs on past a screen."""
 
 import ast
+import re
 from pathlib import Path
 
 import repair
@@ -8,9 +9,9 @@ import repair
 PACKAGE = Path(repair.__file__).parent
 # bottom to top: a module may import from its own part and from parts below it (a function-level import too)
 LAYERS = [
-    {"errors", "fileio", "registry", "startup"},
+    {"errors", "fileio", "registry", "startup", "face", "text"},
     {"issues"},
-    {"purity"},
+    {"purity", "edit"},
     {"stats"},
     {"data"},
     {"nmt"},
@@ -63,3 +64,79 @@ def test_no_function_over_80_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80:
                 long.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name}")
     assert long == []
+
+
+# The names of the model families (and the runtime they share) that the stages and the loop never say: they speak to
+# repair.face, and the `translator` group picks the family (docs/families.md).
+FAMILY_WORDS = re.compile(r"fairseq|transformers|ctranslate2|\bct2\b|marian|\bhf\b|\bpeft\b|opus-mt|nllb", re.I)
+# what the stages and the loop may import of the model layer: the model handle (ModelFiles)
+MODEL_HANDLE = {"repair.nmt", "repair.nmt.preprocessing"}
+
+
+def stage_files():
+    return sorted((PACKAGE / "stages").glob("*.py")) + [PACKAGE / "loop.py"]
+
+
+def test_the_stages_and_the_loop_name_no_model_family():
+    named = [f"{p.relative_to(PACKAGE.parent)}:{n}: {line.strip()}" for p in stage_files()
+             for n, line in enumerate(p.read_text().splitlines(), 1) if FAMILY_WORDS.search(line)]
+    assert named == []
+
+
+def test_the_stages_and_the_loop_import_no_family_module():
+    found = [f"{p.relative_to(PACKAGE.parent)}:{line} imports {module}" for p in stage_files()
+             for line, module in imports(ast.parse(p.read_text()))
+             if module.startswith("repair.nmt") and module not in MODEL_HANDLE]
+    assert found == []
+
+
+def test_no_family_imports_another_package_s_private_names():
+    """A family's package (repair.nmt and the packages below it) takes only public names from outside itself:
+    what families share is public, in a shared module (repair.nmt.folders, repair.nmt.ct2_runtime, repair.text)."""
+    private = []
+    for path in sorted((PACKAGE / "nmt").rglob("*.py")):
+        mine = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("repair."):
+                theirs = node.module if (PACKAGE.parent / node.module.replace(".", "/")).is_dir() \
+                    else node.module.rpartition(".")[0]
+                private += [f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.module}.{a.name}"
+                            for a in node.names if a.name.startswith("_") and theirs != mine]
+    assert private == []
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Every module of the package and the modules of the package it imports (at any depth of its code), a
+    module's import of its own package's __init__ aside."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                targets |= {a.name for a in node.names}
+        graph[name] = {t for t in targets if t in modules and t != name and not name.startswith(t + ".")}
+    return graph
+
+
+def test_no_import_circles():
+    graph, circles, state = module_graph(), [], {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                circles.append(" -> ".join(path[path.index(nxt):] + [nxt]))
+            elif nxt not in state:
+                visit(nxt, path + [nxt])
+        state[node] = "done"
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    assert circles == []

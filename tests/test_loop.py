@@ -151,7 +151,7 @@ def test_demo_loop_end_to_end(finished_run, shared):
     # the default fine-tune is a scoped edit: every BLEU-test line outside its scope keeps the base model's
     # translation, character for character; the corrected sources are in it
     from repair.data.prepare import read_clean_pairs
-    from repair.purity.scoped import scope_of
+    from repair.edit.scoped import scope_of
 
     scope = scope_of(ft["checkpoint"])
     assert scope is not None and {k: ft["scope"][k] for k in ("kind", "sources", "fallback", "defer")} == {
@@ -354,7 +354,7 @@ def test_cycles_test_fresh_slices_until_the_input_runs_out(finished_run, shared,
                            "finetune.scope=terms", "finetune.scope_defer=true", "finetune.scope_words_epoch=loss"])
     run_loop(cfg, run_dir)
     report = json.loads((run_dir / "report.json").read_text())
-    from repair.purity.scoped import scope_of, singular
+    from repair.edit.scoped import scope_of, singular
 
     scopes = [scope_of(json.loads((run_dir / f"cycle{k}/finetune/result.json").read_text())["best_checkpoint"])
               for k in (1, 2)]

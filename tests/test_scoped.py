@@ -1,11 +1,11 @@
-"""A scoped edit (repair.purity.scoped): which inputs the fine-tuned model translates, and the routing."""
+"""A scoped edit (repair.edit.scoped): which inputs the fine-tuned model translates, and the routing."""
 
 import json
 
 import pytest
 
 from repair.errors import UserError
-from repair.purity.scoped import SCOPE_FILE, Scope, ScopedTranslator, extended, scope_of, source_key
+from repair.edit.scoped import SCOPE_FILE, Scope, ScopedTranslator, extended, scope_of, source_key
 from repair.purity.translators import TableTranslator
 
 SOURCES = ("three red apples", "the old teacher")
@@ -187,7 +187,7 @@ def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_ter
     # a search or a score goes to the model whose translation the text gets (routes, deferred)
     assert scoped.routes(texts) == [2, 2, 2, 0, 1] and scoped.routes(texts, deferred=True) == [1, 2, 2, 0, 1]
     # variants of a sentence (the review memory's swapped words) go to the sentence's model, whatever they hold
-    from repair.purity.scoped import _ScopedSearch
+    from repair.edit.scoped import _ScopedSearch
 
     search = _ScopedSearch(scoped, scoped.models)
     assert search.translate_like(["a blue car", "the red otter"], "an otter and a sailor") == ["W:a blue car",
@@ -251,7 +251,7 @@ def test_scope_words_are_tokenized_as_a_parser_splits_them_in_sentences_ending_i
 
 
 def test_english_tokens_split_punctuation_and_clitics_from_words():
-    from repair.purity.scoped import content_words, english_tokens
+    from repair.text import content_words, english_tokens
 
     assert english_tokens("Tom's father doesn't eat fish, does he?") == [
         "tom", "'s", "father", "does", "n't", "eat", "fish", ",", "does", "he", "?"]

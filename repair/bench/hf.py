@@ -59,7 +59,7 @@ def folder_mb(path: Path) -> float:
 
 def translation(folder: Path, texts: list[str], args) -> dict:
     """transformers vs CTranslate2 (chosen type, and float32) on the texts (repair.bench.translate's rounds)."""
-    from repair.bench.translate import compare_backends
+    from repair.bench.compare import compare_backends
     from repair.nmt.hf.ct2 import TransformersCT2Translator
     from repair.nmt.hf.translator import TransformersTranslator
 

@@ -1,5 +1,5 @@
-"""The interface the nmt translators implement: Purity's (repair.purity.translators.Translator)."""
+"""The interface the nmt translators implement (repair.face.Translator)."""
 
-from repair.purity.translators import Translator
+from repair.face import Translator
 
 __all__ = ["Translator"]

@@ -17,11 +17,11 @@ import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from repair.text import squash as _squash
 from repair.data.prepare import clean_text
 from repair.errors import UserError
 
@@ -33,10 +33,6 @@ class Hypothesis:
     text: str
     score: float  # fairseq's: log-probability per token (length-normalized, len_penalty applied)
     met: bool  # every constraint phrase appears in `text`
-
-
-def _squash(text: str, zh: bool) -> str:
-    return re.sub(r"\s+", "", text) if zh else " ".join(text.split())
 
 
 def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:
@@ -54,17 +50,13 @@ def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:
 
 
 def _as_translator(model):
-    from repair.nmt.translator import FairseqTranslator
-
-    if isinstance(model, FairseqTranslator):
-        return model
+    """The loaded fairseq translator the search runs on (repair.nmt.translator imports this module, not the other
+    way round: a model's files or checkpoint are loaded by the caller, FairseqTranslator(files=...))."""
     from repair.nmt.preprocessing import ModelFiles
 
-    if isinstance(model, ModelFiles):
-        return FairseqTranslator(files=model)
-    if isinstance(model, (str, os.PathLike)):
-        return FairseqTranslator(model)
-    raise TypeError(f"translate_constrained needs a FairseqTranslator, ModelFiles or checkpoint path, not {type(model).__name__}")
+    if isinstance(model, (ModelFiles, str, os.PathLike)):
+        raise TypeError(f"translate_constrained needs a loaded FairseqTranslator, not {type(model).__name__}")
+    return model
 
 
 @functools.lru_cache(maxsize=8)

@@ -48,6 +48,7 @@ from repair.data.prepare import clean_text
 from repair.errors import UserError
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
 from repair.nmt.base import Translator
+from repair.nmt.ct2_runtime import import_ctranslate2 as _import_ctranslate2
 from repair.purity.translators import fidelity_line
 
 logger = logging.getLogger(__name__)
@@ -80,14 +81,6 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
-
-
-def _import_ctranslate2():
-    try:
-        import ctranslate2
-    except ImportError as e:  # pragma: no cover - a dependency of the project
-        raise UserError(f"translator=ctranslate2 needs the ctranslate2 package (pip install ctranslate2): {e}") from None
-    return ctranslate2
 
 
 # ----------------------------------------------------------------------------- the converted cache

@@ -17,7 +17,7 @@ from repair.purity.parsers import make_parser
 from repair.purity.parsers.process import parser_in_its_own_process
 from repair.purity.parsers.ptb import PtbParser
 from repair.purity.run import begin_sentences, run_purity, settled
-from repair.purity.scoped import served
+from repair.edit.scoped import served
 from repair.purity.translators import fidelity_line, make_translator
 
 log = logging.getLogger("repair.purity")

@@ -1,46 +1,16 @@
-"""The interface every translator implements (Purity's view of a translator), and the table of recorded
-translations (`translator=table`). The translator classes are chosen by name here (`make_translator`)."""
+"""Purity's view of a translator (repair.face.Translator), the table of recorded translations
+(`translator=table`), and `make_translator`: the table, or the translator of the model family the
+`translator` group chooses (repair.face)."""
 
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
 from pathlib import Path
 
 from repair.errors import UserError
+from repair.face import Translator
 
 log = logging.getLogger(__name__)
-
-
-class Translator(ABC):
-    """Translates a batch of English texts into Chinese, one output per input, in order."""
-
-    name: str = "translator"
-
-    @abstractmethod
-    def translate(self, texts: list[str]) -> list[str]:
-        ...
-
-    def begin(self, texts: list[str]):
-        """Start translating `texts` in the background (Purity's sentences, while their pairs are built); a
-        function that waits for them and returns their translations in order, or None where this translator
-        does not translate in the background (then they are translated with the rest, as before)."""
-        return None
-
-    def describe(self) -> dict:
-        """What a run's summary says of the translator (a translator may add its settings and checks)."""
-        return {"name": self.name}
-
-    def why_no_search(self) -> str | None:
-        """Why this translator cannot run the lexically constrained search that suggestions need (None: it can).
-        Cheap: nothing is loaded."""
-        return f"translator={self.name} has no fairseq checkpoint to search"
-
-    def searcher(self, beam: int) -> tuple[object | None, str]:
-        """(what searches, a note for a suggestion's origin), or (None, why not). What searches offers
-        `translate_constrained(sources, constraints, **options)`, `score(sources, targets)`, `tgt_codec` and
-        `phrase_tokens(phrase, start)` (see repair.nmt.constrained)."""
-        return None, self.why_no_search() or ""
 
 
 def fidelity_line(fidelity: dict) -> str:
@@ -125,38 +95,18 @@ class TableTranslator(Translator):
         return [self.table[t] for t in texts]
 
 
-# The `translator` config group: its name picks a translator class, its other keys go to the class (the one rule
-# of repair.registry). The model backends are named by where they live and imported only when chosen, so Purity
-# does not depend on them: Purity's CLI, the loop's stages and the benchmarks all build here.
-TRANSLATORS = {
-    "table": TableTranslator,
-    "fairseq": "repair.nmt.translator:FairseqTranslator",
-    "ctranslate2": "repair.nmt.ct2:CTranslate2Translator",
-    "transformers": "repair.nmt.hf.translator:TransformersTranslator",
-}
-# A Hugging Face transformers folder given to a translator made for fairseq checkpoints is served by its
-# transformers twin, with the keys they share (beam, max_len, max_tokens, device, threads ...).
-TRANSFORMERS_TWINS = {"fairseq": "transformers", "ctranslate2": "repair.nmt.hf.ct2:TransformersCT2Translator"}
-
-
 def make_translator(cfg, **overrides) -> Translator:
     """A translator from its config group's plain values, with `overrides` (a checkpoint, resolved model files)
-    in the place of the config's keys."""
+    in the place of the config's keys: the table, or the translator of the family the group's name chooses (the
+    twin that serves a model of another family with the group's keys, as translator=fairseq serves a transformers
+    folder). Purity depends on no family: each is imported only when chosen."""
+    from repair.face import FAMILIES, family_for
     from repair.registry import build
 
     cfg = dict(cfg)
+    if cfg.get("name") not in FAMILIES and not cfg.get("family"):  # the table, or an unknown name (one message)
+        return build("translator", {"table": TableTranslator, **{n: c for n, c in FAMILIES.items() if "-" not in n}},
+                     cfg, **overrides)
     files = overrides.get("files")
     model = overrides.get("checkpoint") or (files.checkpoint if files is not None else None) or cfg.get("checkpoint")
-    if cfg.get("name") in TRANSFORMERS_TWINS and model and transformers_folder(model):
-        twin = TRANSFORMERS_TWINS[cfg["name"]]
-        return build("translator", {cfg["name"]: TRANSLATORS.get(twin, twin)}, cfg, **overrides)
-    return build("translator", TRANSLATORS, cfg, **overrides)
-
-
-def transformers_folder(path) -> bool:
-    """Whether a model path is a Hugging Face transformers folder (config.json; an adapter's adapter_config.json;
-    a fine-tune's checkpoint_best/ holding either) rather than a fairseq checkpoint or model folder."""
-    p = Path(path)
-    return p.is_dir() and any((q / name).is_file() for q in (p, p / "checkpoint_best", p / "checkpoint_selected")
-                              for name in ("config.json", "adapter_config.json"))
-
+    return family_for(cfg, model).translator(cfg, **overrides)

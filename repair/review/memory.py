@@ -80,7 +80,7 @@ class ReviewMemory:
     def words(self, source: str) -> frozenset[str]:
         words = self._words.get(source)
         if words is None:
-            from repair.purity.scoped import content_words, singular
+            from repair.text import content_words, singular
 
             words = self._words[source] = frozenset(singular(w) for w in content_words(source, self.stopwords))
         return words
@@ -215,7 +215,7 @@ class Substitutes:
     def neighbours(self, word: str, avoid: set[str], article: str | None = None) -> list[str]:
         """Up to 4k candidates for `word`, nearest first (the tag is checked by `swaps`)."""
         from repair.purity.relations.replace import article_fits
-        from repair.purity.scoped import singular
+        from repair.text import singular
 
         kv = self._model()
         if word not in kv.key_to_index:
@@ -350,7 +350,7 @@ class MemorySuggester:
         own translation replaced by a term of the word it stands for, measure words as the corrections have them."""
         import itertools
 
-        from repair.purity.scoped import singular
+        from repair.text import singular
 
         if self.substitutes is None:
             return None

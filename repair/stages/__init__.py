@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
-    from repair.purity.translators import Translator
+    from repair.face import ModelFamily, Translator
     from repair.nmt.preprocessing import ModelFiles
 
 
@@ -61,18 +61,14 @@ class Data:
         return self.reference_table
 
 
-def check_translator(cfg: dict) -> None:
-    """The loop fine-tunes a fairseq or a transformers model: it is tested with its own translator (fairseq or
-    transformers; translator=fairseq serves a transformers folder with transformers) or, converted, with CTranslate2."""
-    from repair.errors import UserError
+def check_translator(cfg: dict) -> "ModelFamily":
+    """The model family the translator group chooses (repair.face), once it has said the loop can test, fine-tune
+    and verify with the group's keys."""
+    from repair.face import family_for
 
-    if cfg.get("name") not in ("fairseq", "ctranslate2", "transformers"):
-        raise UserError(f"translator={cfg.get('name')}: the loop tests, fine-tunes and verifies a fairseq or "
-                        f"transformers model; use translator=fairseq, transformers or ctranslate2")
-    if cfg.get("model_dir"):
-        raise UserError(f"translator.model_dir={cfg['model_dir']}: a converted CTranslate2 model can be tested "
-                        f"(python -m repair.purity translator=ctranslate2 translator.model_dir=...) but not "
-                        f"fine-tuned: the loop needs the fairseq checkpoint (model.checkpoint=PT)")
+    family = family_for(cfg)
+    family.check_loop(cfg)
+    return family
 
 
 class Translators:
@@ -81,7 +77,7 @@ class Translators:
     checkpoint and preprocessing keys; the loop's device and thread count apply unless the group sets them."""
 
     def __init__(self, cfg: dict, device: str = "auto", threads: int | None = None):
-        check_translator(cfg)
+        self.family = check_translator(cfg)
         self.cfg = dict(cfg)
         self.overrides: dict = {}
         if self.cfg.get("device", "auto") == "auto":
@@ -90,21 +86,31 @@ class Translators:
             self.overrides["threads"] = threads
         self.built: dict[str, "Translator"] = {}
 
+    def family_of(self, model: "ModelFiles | str | Path") -> "ModelFamily":
+        """The family that serves a model with the group's keys (the group's, or its twin for another family's model)."""
+        from repair.face import family_for
+
+        return family_for(self.cfg, model if isinstance(model, (str, Path)) else model.checkpoint)
+
+    def preprocessing(self) -> dict:
+        """The group's keys that set how the model's text is encoded, where set."""
+        return {k: self.cfg[k] for k in self.family.preprocessing_keys if self.cfg.get(k) not in (None, "")}
+
     def _make(self, **model) -> "Translator":
         from repair.purity.translators import make_translator
 
         return make_translator(self.cfg, **model, **self.overrides)
 
     def __call__(self, model: "ModelFiles") -> "Translator":
-        """The model's translator; a scoped edit (scope.json beside its checkpoint, repair.purity.scoped) is
+        """The model's translator; a scoped edit (scope.json beside its checkpoint, repair.edit.scoped) is
         served with its base model outside the scope."""
-        from repair.purity.scoped import ScopedTranslator, scope_of
+        from repair.edit.scoped import ScopedTranslator, scope_of
 
         if model.checkpoint not in self.built:
             scope = scope_of(model.checkpoint)
             edited = self.plain(model)
-            # an adapter serves its base model with the adapter off: one model in memory (transformers)
-            fallback = None if scope is None else getattr(edited, "without_edit", lambda _: None)(scope.fallback)
+            # a translator that serves the edit's base model with its own weights, the edit off: one model in memory
+            fallback = None if scope is None else edited.without_edit(scope.fallback)
             self.built[model.checkpoint] = edited if scope is None else ScopedTranslator(
                 edited, fallback or self(model.with_checkpoint(scope.fallback)), scope,
                 self.plain(model.with_checkpoint(scope.words_checkpoint)) if scope.words_checkpoint else None)
@@ -112,21 +118,18 @@ class Translators:
 
     def plain(self, model: "ModelFiles") -> "Translator":
         """The model's own translator, whatever its scope (a scoped edit's fine-tuned weights alone)."""
-        from repair.nmt.preprocessing import OPTION_KEYS
-
         key = f"{model.checkpoint}#plain"
         if key not in self.built:
-            # ctranslate2: the fairseq model (base or fine-tuned) converted and cached beside its checkpoint
-            self.built[key] = self.adapter_of_built(model) or self._make(files=model, checkpoint=None, data_dir=None,
-                                                                          **{k: None for k in OPTION_KEYS})
+            # the model's own files in the place of the group's preprocessing keys
+            self.built[key] = self.adapter_of_built(model) or self._make(
+                files=model, checkpoint=None, data_dir=None, **{k: None for k in self.family.preprocessing_keys})
         return self.built[key]
 
     def adapter_of_built(self, model: "ModelFiles") -> "Translator | None":
-        """A transformers adapter (a LoRA fine-tune) whose base model is built already: added to that model, so
-        that its weights are in memory once (TransformersTranslator.with_adapter); None otherwise."""
+        """An edit (an adapter) whose base model is built already, added to that model so that its weights are in
+        memory once (Translator.with_adapter); None otherwise."""
         for built in {id(t): t for t in self.built.values()}.values():
-            adapted = getattr(built, "with_adapter", None)
-            twin = adapted(model.checkpoint) if adapted is not None else None
+            twin = built.with_adapter(model.checkpoint)
             if twin is not None:
                 return twin
         return None

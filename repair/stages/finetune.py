@@ -9,9 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping
 
-from repair.fileio import read_json, read_jsonl, write_json_atomic, write_jsonl_atomic
+from repair.fileio import read_json, write_json_atomic, write_jsonl_atomic
+from repair.stages.sources import SOURCES, read_sources  # noqa: F401  (the loop reads them here)
 
 if TYPE_CHECKING:
+    from repair.face import ModelFamily
     from repair.nmt.preprocessing import ModelFiles
 
 log = logging.getLogger("repair.loop")
@@ -39,13 +41,13 @@ class FinetuneSettings:
     pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
-    scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.purity.scoped)
+    scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.edit.scoped)
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
-    adapter: str = "lora"  # transformers models: lora (a LoRA adapter, PEFT) | none (every weight)
+    adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
     lora_alpha: int = 8
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
@@ -71,7 +73,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     select = ft.get("select") or "loss"
     if select not in SELECT:
         raise UserError(f"finetune.select={select!r}: choose one of {', '.join(SELECT)}")
-    from repair.purity.scoped import KINDS
+    from repair.edit.scoped import KINDS
 
     scope = ft.get("scope") or "all"
     if scope not in KINDS:
@@ -99,7 +101,8 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
 
 
 def adapter_settings(ft: dict) -> dict:
-    """The adapter keys (transformers models): adapter, lora_rank, lora_alpha, lora_targets, checked."""
+    """The adapter keys (read by a family that fine-tunes adapters): adapter, lora_rank, lora_alpha, lora_targets,
+    checked."""
     from repair.errors import UserError
 
     adapter = ft.get("adapter") or "lora"
@@ -188,58 +191,37 @@ def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSetting
     return {**parts, "replay": [(s, t) for s, t in zip(sources, targets) if t.strip()]}
 
 
-def transformers_model(model: "ModelFiles") -> bool:
-    """Whether the model is a transformers folder (repair.nmt.hf) rather than a fairseq checkpoint."""
-    return model.src.tokenizer == "transformers"
-
-
-def model_finetune(model: "ModelFiles", settings: FinetuneSettings, translator) -> Callable:
-    """The fine-tune for the model's backend: fairseq's, or the transformers one with the adapter settings."""
-    import functools
-
-    if not transformers_model(model):
-        from repair.nmt.finetune import finetune_model
-
-        return finetune_model
-    from repair.nmt.hf.finetune import finetune_model
-
-    return functools.partial(finetune_model, adapter=settings.adapter, lora_rank=settings.lora_rank,
-                             lora_alpha=settings.lora_alpha, lora_targets=settings.lora_targets,
-                             source_prefix=(getattr(translator, "source_prefix", "") or "").strip() or None)
-
-
-SOURCES = "sources.jsonl"  # the pairs fine-tuning trained on, once each: {"source", "target"}
-
-
-def read_sources(out: Path) -> set[str]:
-    """The source texts the fine-tune in `out` trained on."""
-    return {row["source"] for row in read_jsonl(out / SOURCES)}
 
 
 def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path, settings: FinetuneSettings,
-        test_dir: Path | None = None, issues: list[dict] = (), translator=None, translator_for=None) -> dict:
-    """Fine-tunes `checkpoint` on the corrections (see finetune_parts) into `out`; the result (best
-    checkpoint, curve) is read back on a resumed run. The training pairs are written to out/sources.jsonl.
-    translator: the base model's (its `translate(texts)`), for finetune.replay_target=base and augment;
-    translator_for(model): a translator for a model, for finetune.select=corrections."""
+        test_dir: Path | None = None, issues: list[dict] = (), translator=None, translator_for=None,
+        family: "ModelFamily | None" = None) -> dict:
+    """Fine-tunes `checkpoint` on the corrections (see finetune_parts) into `out` with its family's fine-tune
+    (repair.face; default: the registered family whose model it is); the result (best checkpoint, curve) is read
+    back on a resumed run. The training pairs are written to out/sources.jsonl. translator: the base model's (its
+    `translate(texts)`), for finetune.replay_target=base and augment; translator_for: the loop's Translators
+    (translator_for(model), translator_for.plain(model)), for finetune.select=corrections and scope=terms."""
     from repair.data.prepare import read_clean_pairs
+    from repair.face import owner_of
 
-    finetune_model = model_finetune(checkpoint, settings, translator)
+    family = family or owner_of(checkpoint.checkpoint)
     result_path = out / "result.json"
     if result_path.exists() and (out / SOURCES).exists():
         return read_json(result_path)
     parts = distilled(finetune_parts(settings, corrections, data_dir, test_dir, issues), settings, translator, out)
     if settings.augment:
-        parts["augment"] = augmented(corrections, settings, data_dir, translator, checkpoint, out)
+        parts["augment"] = augmented(corrections, settings, data_dir, translator, checkpoint, out, family)
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
         fixed = epoch_fixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
-        result = finetune_model(
+        result = family.finetune(
             checkpoint,
             pairs,
             read_clean_pairs(data_dir, "valid"),
             out,
+            settings,
+            translator,
             lr=settings.lr,
             patience=settings.patience,
             max_epoch=settings.max_epoch,
@@ -256,7 +238,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
         )
         if settings.select == "corrections":
             result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed)
-        result = with_warnings(result, out, checkpoint, settings, len(corrections))
+        result = with_warnings(result, out, checkpoint, settings, len(corrections), family)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
@@ -265,7 +247,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             taught, words_at = {}, words_checkpoint(result, out, settings)
             if settings.scope == "terms":
                 # the fine-tuned weights alone (`plain`: a translator built here must not be taken for the scoped edit)
-                edited = getattr(translator_for, "plain", translator_for)(
+                edited = translator_for.plain(
                     checkpoint.with_checkpoint(words_at or Path(result["best_checkpoint"])))
                 taught = taught_words(corrections, settings.stop_tokens, edited,
                                       word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
@@ -280,12 +262,12 @@ STOPS = {"stop_when": "fix rate reached", "patience": "patience", "max_epoch": "
          "already_stopped": "patience (before a resume)"}
 
 
-def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: FinetuneSettings, corrections: int) -> dict:
+def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: FinetuneSettings, corrections: int,
+                  family: "ModelFamily | None" = None) -> dict:
     """The fine-tune's result with why it stopped in words (`stop.why`) and `warnings`: a fine-tune that stopped
     before its first validation, or whose kept checkpoint does not give the corrections a lower loss than the base
-    model (each also in the log)."""
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.finetune import probe_loss
+    model (each also in the log; the loss under the kept checkpoint as its family measures it)."""
+    from repair.face import owner_of
 
     stop = dict(result.get("stop") or {})
     reason = stop.get("reason")
@@ -302,14 +284,7 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     if not result.get("curve"):
         warnings.append(f"the fine-tune stopped before its first validation ({stop['why']}): nothing says it learnt")
     before = result.get("probe_loss_before")
-    if before is None:
-        after = None
-    elif transformers_model(base):  # the kept adapter or model (checkpoint_selected/ with select=corrections)
-        from repair.nmt.hf.finetune import probe_loss as hf_probe_loss
-
-        after = hf_probe_loss(result["best_checkpoint"], out, result.get("source_prefix"), "cpu")
-    else:
-        after = probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint))
+    after = None if before is None else (family or owner_of(base.checkpoint)).probe_loss_after(result, base, out)
     if after is not None and after >= before:
         warnings.append(f"the corrections' loss did not fall: {before:.3f} under the base model, {after:.3f} under the "
                         f"kept checkpoint ({Path(result['best_checkpoint']).name})")
@@ -334,7 +309,7 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     holds (what finetune.scope_defer looks for in the base model's translation)."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
-    from repair.purity.scoped import content_words, singular
+    from repair.text import content_words, singular
     from repair.stats import squeeze
 
     stop = english_stopwords()
@@ -371,7 +346,7 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
 
 def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Path | None:
     """finetune.scope_words_epoch=loss with scope=terms and select=corrections: the checkpoint of the lowest
-    validation loss (fairseq's checkpoint_best.pt), for the taught words, where it is not the epoch kept for
+    validation loss (checkpoint_best), for the taught words, where it is not the epoch kept for
     the corrections; None otherwise."""
     chosen = result.get("selected")
     if settings.scope != "terms" or settings.scope_words_epoch != "loss" or not chosen:
@@ -380,7 +355,7 @@ def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Pat
     best = epoch_model(out, "_best")
     if not curve or not best.exists():
         return None
-    lowest = min(curve, key=lambda r: (r["valid_loss"], -r["epoch"]))["epoch"]  # fairseq keeps the later of ties
+    lowest = min(curve, key=lambda r: (r["valid_loss"], -r["epoch"]))["epoch"]  # the later of ties is kept
     if lowest == chosen["epoch"]:
         return None
     log.info("fine-tune: the taught words are translated by epoch %s (lowest validation loss), the corrected sources "
@@ -389,12 +364,12 @@ def words_checkpoint(result: dict, out: Path, settings: FinetuneSettings) -> Pat
 
 
 def word_counts(data_dir: Path) -> dict[str, int]:
-    """How often each word (lower case, a final s aside, split from punctuation as repair.purity.scoped.source_key
+    """How often each word (lower case, a final s aside, split from punctuation as repair.text.source_key
     splits it) occurs in the data's cleaned training English."""
     from collections import Counter
 
     from repair.data.prepare import read_clean_pairs
-    from repair.purity.scoped import english_tokens, singular
+    from repair.text import english_tokens, singular
 
     return dict(Counter(singular(w) for src, _ in read_clean_pairs(data_dir, "train") for w in english_tokens(src)))
 
@@ -403,7 +378,7 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
                 taught: Mapping[str, list[str]] | None = None, words_at: Path | None = None) -> dict:
     """finetune.scope: the scope of this fine-tune (every corrected source so far, the unedited base model for
     the rest) written beside its checkpoint, where the loop's translators find it; what the report says of it."""
-    from repair.purity.scoped import SCOPE_FILE, extended, scope_of
+    from repair.edit.scoped import SCOPE_FILE, extended, scope_of
 
     scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
                      [c["source"] for c in corrections], taught or {}, str(words_at or ""),
@@ -434,15 +409,18 @@ def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translat
 
 
 def epoch_model(out: Path, epoch: int | str) -> Path:
-    """An epoch's model in a fine-tune folder: fairseq's checkpoint<epoch>.pt, else a transformers folder
-    checkpoint<epoch>/ (epoch "_best": the lowest validation loss's)."""
-    file = out / f"checkpoint{epoch}.pt"
-    return file if file.exists() or not (out / f"checkpoint{epoch}").is_dir() else out / f"checkpoint{epoch}"
+    """An epoch's model in a fine-tune folder, whatever its family writes: the file or folder checkpoint<epoch>,
+    with one suffix or none (epoch "_best": the lowest validation loss's); out/checkpoint<epoch> where there is
+    none (a cache converted from one, checkpoint<epoch>.pt.<runtime>, is not it)."""
+    name = f"checkpoint{epoch}"
+    found = sorted(p for p in out.glob(f"{name}*") if p.name == name or (p.stem == name and p.suffix))
+    return found[0] if found else out / name
 
 
 def epoch_of(path: Path) -> int | None:
-    """The epoch of checkpoint<epoch>.pt or checkpoint<epoch>/; None for another name."""
-    digits = path.name.removesuffix(".pt")[len("checkpoint"):]
+    """The epoch of checkpoint<epoch>, with one suffix or none (whatever its family writes); None for another name
+    (a cache converted from one, checkpoint<epoch>.pt.<runtime>, included)."""
+    digits = path.name.split(".")[0][len("checkpoint"):] if path.name.count(".") <= 1 else ""
     return int(digits) if path.name.startswith("checkpoint") and digits.isdigit() else None
 
 
@@ -504,7 +482,7 @@ def pool_matches(corrections: list[dict], pool: list[str], per_correction: int, 
 
 
 def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Path, translator,
-              base: "ModelFiles", out: Path) -> list[tuple[str, str]]:
+              base: "ModelFiles", out: Path, family: "ModelFamily | None" = None) -> list[tuple[str, str]]:
     """finetune.augment: each correction taught in other contexts. Pool sentences (finetune.pool, or the
     training English) that contain a corrected source, never a held-out sentence nor a line of the BLEU
     test split, translated by the base model with lexically constrained beam search so that they carry
@@ -517,16 +495,13 @@ def augmented(corrections: list[dict], settings: FinetuneSettings, data_dir: Pat
     if path.exists():
         record = read_json(path)
     else:
-        from repair.nmt.constrained import translate_constrained
-        from repair.nmt.translator import FairseqTranslator
+        from repair.face import owner_of
 
         pool = (read_text_lines(settings.pool) if settings.pool
                 else [en for en, _ in read_clean_pairs(data_dir, "train")])
         never = set(settings.exclude) | {" ".join(en.split()) for en, _ in read_clean_pairs(data_dir, "test")}
         matches = pool_matches(corrections, pool, settings.augment, settings.seed, never)
-        model = translator if isinstance(translator, FairseqTranslator) else base
-        search = (lambda s, c: translator.searcher(5)[0].translate_constrained(s, c)) if transformers_model(base) \
-            else (lambda s, c: translate_constrained(model, s, c))  # transformers: the project's own search
+        search = (family or owner_of(base.checkpoint)).constrained_search(translator, base)
         hyps = search([p for p, _ in matches], [[c["correction"]] for _, c in matches]) if matches else []
         rows = [{"source": p, "translation": h[0].text, "met": h[0].met, "correction": c["source"]}
                 for (p, c), h in zip(matches, hyps)]

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from repair.errors import UserError
-from repair.fileio import file_sha256 as sha256, read_json, write_json_atomic
+from repair.fileio import read_json, write_json_atomic
 
 if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles
@@ -23,10 +23,9 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     on data_dir with the `model` group's settings into checkpoint_dir. A checkpoint is loaded once, into
     the translator that tests it (which resolves and checks its preprocessing). Where the translator's
     preprocessing keys differ from those model.json was resolved with, its checkpoint is resolved again."""
-    from repair.nmt.preprocessing import OPTION_KEYS, ModelFiles
+    from repair.nmt.preprocessing import ModelFiles
 
-    given = getattr(translators, "cfg", None) or {}  # the translator group's preprocessing keys
-    options = {k: given[k] for k in OPTION_KEYS if given.get(k) not in (None, "")}
+    options = translators.preprocessing()  # the translator group's preprocessing keys
     marker = run_dir / "model.json"
     if marker.exists():
         saved = read_json(marker)
@@ -44,23 +43,13 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     elif checkpoint:
         path = Path(checkpoint)
         if not path.exists():
-            raise UserError(f"model.checkpoint={path}: no such file or folder (a fairseq checkpoint or model folder, or a "
-                            f"transformers folder as save_pretrained writes it; names on the Hugging Face hub are not "
-                            f"fetched: download the model on a connected machine and give its folder)")
+            raise UserError(f"model.checkpoint={path}: no such file or folder ({translators.family.model_help})")
     else:
-        from repair.nmt.train import train_model
-
-        path = train_model(data_dir, Path(checkpoint_dir), model, seed=seed, device=device)
+        path = translators.family.train(data_dir, Path(checkpoint_dir), model, seed, device)
     files = translators.load(path, data_dir)
     log.info("model %s; %s; %s", files.checkpoint, files.src.describe(), files.tgt.describe())
-    digest = sha256(Path(files.checkpoint)) if not Path(files.checkpoint).is_dir() else folder_digest(files.checkpoint)
+    digest = translators.family_of(files).digest(files.checkpoint)
     write_json_atomic(marker, {"checkpoint": files.checkpoint, "sha256": digest,
                                "files": files.to_dict(), "options": options})
     return files
 
-
-def folder_digest(folder: str) -> str:
-    """A transformers model folder's SHA-256 (its files' names and bytes)."""
-    from repair.nmt.hf.folder import folder_sha256
-
-    return folder_sha256(folder)

@@ -80,7 +80,7 @@ def run(out: Path, base: "ModelFiles", finetune_dir: Path, corrections: list[dic
     Purity run on the held-out sentences is not run again).
     """
     from repair.data.prepare import read_clean_pairs
-    from repair.stages.finetune import read_sources
+    from repair.stages.sources import read_sources
     from repair.stats import bleu_significance, purity_regressions, verify_fixes
 
     verify_path = out / "verify.json"
@@ -252,7 +252,7 @@ def repair_measures(fixes: dict, corrections: list[dict], heldout_dirs: tuple[Pa
 
 def taught_words(model) -> tuple[str, ...]:
     """The words a scoped edit's fine-tune taught (finetune.scope=terms), every cycle's; () for any other model."""
-    from repair.purity.scoped import ScopedTranslator
+    from repair.edit.scoped import ScopedTranslator
 
     return model.scope.words if isinstance(model, ScopedTranslator) else ()
 

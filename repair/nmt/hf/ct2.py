@@ -16,8 +16,9 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, _import_ctranslate2, conversion_folder,
+from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, conversion_folder,
                             cache_folder, cache_problem, file_sha256, read_marker)
+from repair.nmt.ct2_runtime import import_ctranslate2
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
 
@@ -30,7 +31,7 @@ def source_hashes(folder: Folder) -> dict:
 
 def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -> Path:
     """The CTranslate2 model of a transformers folder: its valid cache, or a fresh float32 conversion."""
-    ctranslate2 = _import_ctranslate2()
+    ctranslate2 = import_ctranslate2()
     out = cache_folder(folder.path, cache_dir)
     sources = source_hashes(folder)
     problem = cache_problem(out, sources)
@@ -82,7 +83,7 @@ class TransformersCT2Translator(CTranslate2Translator):
                  max_tokens: int = 4000, max_len: int = 200, compute_type: str | None = None,
                  min_identical: float = 0.98, sample: Sequence[str] | None = None, device: str = "auto",
                  threads: int | None = None, workers: int | None = None, **unused: Any):
-        ctranslate2 = _import_ctranslate2()
+        ctranslate2 = import_ctranslate2()
         refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b", "data_dir",
                                                                  "workers")}, self.name)
         if beam < 1 or max_tokens < 1 or max_len < 1:

@@ -208,7 +208,7 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
     import torch
 
     from repair.nmt.device import set_threads, torch_device
-    from repair.nmt.finetune import discard_partial, finished_before, run_settings
+    from repair.nmt.folders import discard_partial, finished_before, run_settings
 
     if adapter not in ADAPTERS:
         raise UserError(f"finetune.adapter={adapter!r}: choose one of {', '.join(ADAPTERS)}")

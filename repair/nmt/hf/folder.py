@@ -162,3 +162,11 @@ def folder_sha256(path: str | os.PathLike) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
     return h.hexdigest()
+
+
+def transformers_folder(path) -> bool:
+    """Whether a model path is a Hugging Face transformers folder (config.json; an adapter's adapter_config.json;
+    a fine-tune's checkpoint_best/ holding either) rather than a fairseq checkpoint or model folder."""
+    p = Path(path)
+    return p.is_dir() and any((q / name).is_file() for q in (p, p / "checkpoint_best", p / "checkpoint_selected")
+                              for name in ("config.json", "adapter_config.json"))

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from repair.data.prepare import clean_text
-from repair.nmt.constrained import Hypothesis, contains_all, _squash
+from repair.nmt.constrained import Hypothesis, contains_all
+from repair.text import squash
 
 SPM_SPACE = "\u2581"
 
@@ -160,7 +161,7 @@ class Searcher:
             if text in seen:
                 continue
             seen.add(text)
-            met = contains_all(text, phrases) if ordered else all(_squash(p, True) in _squash(text, True)
+            met = contains_all(text, phrases) if ordered else all(squash(p, True) in squash(text, True)
                                                                   for p in phrases)
             out.append(Hypothesis(text, h.logprob / max(1, len(h.tokens) - skip), met))
         out.sort(key=lambda h: (not h.met, -h.score))

@@ -15,7 +15,8 @@ from repair.data.prepare import clean_text
 from repair.errors import UserError
 from repair.nmt.base import Translator
 from repair.nmt.device import torch_device, use_fp16
-from repair.nmt.hf.folder import Folder, add_adapter, load_model, load_tokenizer, model_files, prepared, resolve
+from repair.nmt.hf.folder import (Folder, add_adapter, load_model, load_tokenizer, model_files, prepared, resolve,
+                                  transformers_folder)
 from repair.nmt.preprocessing import OPTION_KEYS
 
 logger = logging.getLogger(__name__)
@@ -127,8 +128,6 @@ class TransformersTranslator(Translator):
         with every adapter off, the new one with its own on. None where `path` is no adapter of this model."""
         import copy
         from pathlib import Path
-
-        from repair.purity.translators import transformers_folder
 
         if self.folder.adapter is not None or not transformers_folder(path):
             return None

@@ -88,6 +88,12 @@ class Translator(ABC):
         """(what searches, a note for a suggestion's origin), or (None, why not)."""
         return None, self.why_no_search() or ""
 
+    def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
+                    data_dir: str | Path | None = None) -> dict | None:
+        """Its model and preprocessing checked on a sample before they are tested (repair.nmt.modelcheck's record:
+        what was measured, `problems`, `message`, `stop`); None where it has no model to check (a table)."""
+        return None
+
     # optional abilities of a scoped edit (repair.edit): None where this translator has none
 
     def without_edit(self, fallback: str) -> "Translator | None":

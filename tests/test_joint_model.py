@@ -249,7 +249,7 @@ def test_translations_with_markers_or_one_phrase_for_everything_are_far_off():
 
 
 def test_a_dictionary_s_shape_against_the_configured_subwords(tmp_path):
-    from repair.nmt.modelcheck import dictionary_shape, dictionary_symbols, shape_problem
+    from repair.nmt.subwords import dictionary_shape, dictionary_symbols, shape_problem
     from repair.nmt.preprocessing import Side
 
     pieces = tmp_path / "dict.pieces.txt"

@@ -178,6 +178,11 @@ class ScopedTranslator(Translator):
         self.router = scope.route()
         self.right = scope.held_right() if scope.defer else None
 
+    def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
+                    data_dir=None) -> dict | None:
+        """The edited model's check (the scoped edit serves it and its base)."""
+        return self.edited.check_model(sentences, valid_pairs, data_dir)
+
     def split(self, texts: Sequence[str]) -> list[bool]:
         """Whether each text is in the scope (translated by a fine-tuned model)."""
         return [self.router(t) != FALLBACK for t in texts]

@@ -188,7 +188,7 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
         hint = ("no other tokenizer or subword setting brings it down: check translator.src_tokenizer / tgt_tokenizer, "
                 "src_bpe / tgt_bpe, src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model "
                 "and the dictionaries")
-    from repair.nmt.modelcheck import shape_hint
+    from repair.nmt.subwords import shape_hint
 
     shape = None if better else shape_hint(base)
     if shape:
@@ -204,7 +204,7 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
 def other_encodings(base: ModelFiles, state: dict, valid_pairs, binarize) -> tuple[list[tuple[float, str]], dict]:
     """The base model's validation loss with one side's (or both sides') tokenizer or subwords changed, lowest
     first, each with its keys; and the alternatives that could not be tried, each with why."""
-    from repair.nmt.modelcheck import dictionary_shape, dictionary_symbols, shape_problem
+    from repair.nmt.subwords import dictionary_shape, dictionary_symbols, shape_problem
 
     langs, tried, failed = (base.src.lang, base.tgt.lang), [], {}
     shapes = {n: dictionary_shape(dictionary_symbols(getattr(base, n).dict)) for n in ("src", "tgt")}

@@ -1,7 +1,7 @@
 """The model check before Purity tests a model, as Purity's command line and the loop's test stage run it.
 
-A translator that has a model to check offers `check_model(sentences, valid_pairs, data_dir)` (the fairseq,
-CTranslate2 and transformers translators: repair.nmt.modelcheck); a table of translations has none. What the check
+A translator that has a model to check answers `check_model(sentences, valid_pairs, data_dir)` (repair.face; the
+fairseq, CTranslate2 and transformers translators: repair.nmt.modelcheck); a table of translations answers None. What the check
 finds far off is a warning (`model_check=warn`, Purity's command line) or stops the run before any sentence is
 tested (`stop`, the loop's `purity.model_check`); `off` skips it.
 """
@@ -27,10 +27,9 @@ def run_model_check(translator, sentences: Sequence[str], mode: str = "warn", *,
         raise UserError(f"{key}={mode!r}: give one of {', '.join(MODES)}")
     if mode == "off":
         return {"checked": False, "why": f"{key}=off"}
-    check = getattr(getattr(translator, "edited", translator), "check_model", None)  # a scoped edit: its model
-    if check is None:
-        return {"checked": False, "why": f"translator={getattr(translator, 'name', '?')} has no model to check"}
-    record = check(list(sentences), list(valid_pairs), data_dir)
+    record = translator.check_model(list(sentences), list(valid_pairs), data_dir)
+    if record is None:
+        return {"checked": False, "why": f"translator={translator.name} has no model to check"}
     if not record.get("problems"):
         log.info("model check: %s", summary_line(record))
         return record

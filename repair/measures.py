@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Sequence
 
-from repair.text import PUNCTUATION, contains_any, source_key  # noqa: F401 (used here and by callers)
+from repair.text import PUNCTUATION, contains_any, singular, source_key  # noqa: F401 (used here and by callers)
 from repair.stats import bootstrap_mean_ci, mcnemar_exact, sign_test, squeeze
 
 MCNEMAR = "McNemar exact (binomial on discordant sentences)"
@@ -158,8 +158,6 @@ def reach_by_sentence(terms: Sequence[str], rows: Sequence[Mapping], corrections
     corrections' words (`terms`) it holds that the old one did not (`right`: those its reference holds too);
     `changes`, the changes some correction made (`changes`) that its own change repeats; `taught_words`, the
     words a scoped edit taught that its English holds (what sent it to the fine-tuned model)."""
-    from repair.purity.scoped import singular
-
     stop = list(stop_tokens)
     corrected = set().union(*(changes(c.get("translation") or "", c["correction"], stop) for c in corrections))
     scope = {singular(w): w for w in taught}

@@ -25,11 +25,10 @@ LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "f
 
 @pytest.fixture(scope="module")
 def foreign(tmp_path_factory) -> dict:
-    from conftest import SHARED_DATA
+    from conftest import SHARED_DATA, need_shared
 
     tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
-    if not tatoeba.is_file():
-        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
+    need_shared(tatoeba)
     out = tmp_path_factory.mktemp("foreign")
     corpus = tatoeba_corpus(tatoeba, out / "corpus", n_train=12000)
     hub = build_hub(corpus, out)

@@ -20,11 +20,10 @@ REPO = Path(__file__).resolve().parents[1]
 def hf(request) -> dict:
     """The tiny Marian folder and its Tatoeba corpus, and a tiny M2M100 folder, built once and kept in pytest's
     cache (rebuilt when tests/hf_model.py's VERSION changes)."""
-    from conftest import SHARED_DATA
+    from conftest import SHARED_DATA, need_shared
 
     cmn = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
-    if not cmn.is_file():
-        pytest.skip(f"{cmn} is absent (real data for tests lives beside the project)")
+    need_shared(cmn)
     root = Path(request.config.cache.mkdir(f"hf-models-{VERSION}"))
     if not (root / "model" / "config.json").is_file():
         build_marian(cmn, root)

@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from conftest import need_shared
 from repair.fileio import read_jsonl
 from repair.purity import run_purity
 from repair.purity.parsers.spacy import SpacyParser
@@ -193,8 +194,7 @@ def test_tatoeba_black_box(parser, shared_data, tmp_path):
     rest of its English (candidates=context, the corpus filters on), judged under the three translators; the
     figures are printed (pytest -s)."""
     path = shared_data / "tatoeba-cmn-eng" / "cmn.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
+    need_shared(path)
     english = list(dict.fromkeys(line.split("\t")[0].lstrip("\ufeff").strip()
                                  for line in path.read_text(encoding="utf-8").splitlines() if "\t" in line))
     pool, rng = [s for s in english if 2 <= len(s.split()) <= 12], random.Random(40)

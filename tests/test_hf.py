@@ -162,13 +162,32 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
 
 
 def test_finetune_adapter_none_trains_every_weight_into_a_model_folder(hf, tmp_path):
+    from repair.nmt.hf.finetune import NO_CHECK
     from repair.nmt.hf.translator import TransformersTranslator
 
     result, corrections = finetuned(hf, tmp_path, adapter="none")
     best = Path(result["best_checkpoint"])
     assert (best / "config.json").is_file() and not (best / "adapter_config.json").exists()
+    assert result["encoding"] == {"checked": False, "why": NO_CHECK}  # said, in the report too
     t = TransformersTranslator(best, device="cpu", max_len=30)
     assert t.folder.adapter is None and result["trained_parameters"] > 10 * 36864
+
+
+def test_fairseq_only_fine_tune_options_are_refused_for_a_transformers_model(hf, tmp_path):
+    """finetune.l2 and finetune.trainable (finetune=anchored, finetune=decoder) have no meaning for a transformers
+    model's fine-tune: one message naming both, before anything is written."""
+    from repair.errors import UserError
+    from repair.nmt.hf.finetune import finetune_model
+    from repair.nmt.hf.folder import model_files, resolve
+
+    pairs = short_pairs(hf["corpus"], "valid")[:8]
+    with pytest.raises(UserError, match=r"finetune.l2=0.1, finetune.trainable=\['decoder.layers'\]: fairseq models "
+                                        r"only.*Set finetune.l2=0 and finetune.trainable=\[\]"):
+        finetune_model(model_files(resolve(hf["model"])), pairs, pairs, tmp_path / "ft", l2=0.1,
+                       trainable=["decoder.layers"])
+    with pytest.raises(UserError, match=r"^finetune.trainable=\['encoder'\]: fairseq models only"):
+        finetune_model(model_files(resolve(hf["model"])), pairs, pairs, tmp_path / "ft", trainable=("encoder",))
+    assert not (tmp_path / "ft").exists()
 
 
 @pytest.mark.slow

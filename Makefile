@@ -25,7 +25,10 @@ browser:
 demo: install
 	$(PYTHON) -m repair.loop
 
-# the test files shared out to TEST_WORKERS processes, a file's tests in one of them (they share its fixtures)
+# the test files shared out to TEST_WORKERS processes, a file's tests in one of them (they share its fixtures);
+# -rs prints why each skipped test skipped (without ../shared/data the real-data tests do; REPAIR_NO_SKIP=1, which
+# .ci/run sets, fails them instead)
 TEST_WORKERS ?= 2
+PYTEST_ARGS := -q -rs -n $(TEST_WORKERS) --dist loadfile
 test: install-test
-	$(PYTHON) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	$(PYTHON) -m pytest $(PYTEST_ARGS)

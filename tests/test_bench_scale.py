@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from repair.bench.scale import LINEAR, exponent, growth, page_available
+from repair.bench.scale import LINEAR, exponent, growth, page_available, stage_seconds, work_done
+from repair.errors import UserError
+from repair.fileio import write_json_atomic
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,10 +34,36 @@ def test_growth_takes_the_first_and_last_size_and_flags_what_is_not_linear():
     stages = growth(by_size)
     assert list(stages) == ["test", "finetune"]  # the benchmark's order, stages without rows left out
     assert [r["size"] for r in stages["test"]["runs"]] == [1, 3, 10]
-    assert stages["test"]["exponent"] == 1.0 and stages["test"]["linear"]
-    assert stages["finetune"]["exponent"] == 1.3 > LINEAR and not stages["finetune"]["linear"]
+    assert stages["test"]["exponent"] == 1.0 and stages["test"]["linear"] is True
+    assert stages["finetune"]["exponent"] == 1.3 > LINEAR and stages["finetune"]["linear"] is False
     assert stages["finetune"]["exponent_steps"][0] == round(math.log(2.5) / math.log(3), 2)
     assert stages["finetune"]["work"] == "corrections" and stages["test"]["work"] == "tested sentences"
+
+
+def test_a_stage_whose_work_did_not_grow_is_not_called_linear():
+    by_size = {1: {"review": row(4, 3.0), "test": row(105, 3.0)}, 3: {"review": row(4, 9.0), "test": row(315, 9.0)}}
+    stages = growth(by_size)
+    assert stages["review"]["exponent"] is None and stages["review"]["linear"] is None
+    assert stages["test"]["linear"] is True
+
+
+def test_a_missing_stage_time_or_corrections_file_is_an_error_not_zero(tmp_path):
+    seconds = tmp_path / "seconds.json"
+    write_json_atomic(seconds, {"test": 5.0, "review": 2.5})
+    assert stage_seconds(seconds, {"test": 1.0}, "test") == 4.0 and stage_seconds(seconds, {}, "review") == 2.5
+    with pytest.raises(UserError, match="holds no time for the finetune stage"):
+        stage_seconds(seconds, {}, "finetune")
+    cycle = tmp_path / "run" / "cycle1"
+    (cycle / "review").mkdir(parents=True)
+    (cycle / "test").mkdir()
+    write_json_atomic(cycle / "test" / "slice.json", {"lines": [1, 2, 3]})
+    (cycle / "test" / "issues.jsonl").write_text('{"id": "a"}\n', encoding="utf-8")
+    with pytest.raises(UserError, match="corrections.jsonl is absent"):
+        work_done(tmp_path / "run")
+    write_json_atomic(cycle / "review" / "done.json", {"method": "oracle", "stats": {}, "corrections_sha256": None})
+    assert work_done(tmp_path / "run") == {"tested sentences": 3, "issues": 1, "corrections": 0}
+    (cycle / "review" / "corrections.jsonl").write_text('{"id": "a"}\n{"id": "b"}\n', encoding="utf-8")
+    assert work_done(tmp_path / "run")["corrections"] == 2
 
 
 @pytest.mark.slow

@@ -29,13 +29,12 @@ TINY = {**SMALL, "name": "byo_tiny", "encoder_layers": 1, "decoder_layers": 1, "
 @pytest.fixture(scope="module")
 def example(tmp_path_factory) -> Path:
     """The README's worked example, small: Tatoeba split, Moses + jieba + joint BPE, a tiny model, a model folder."""
-    from conftest import SHARED_DATA
+    from conftest import SHARED_DATA, need_shared
 
     from repair.examples.moses_bpe import build
 
     tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
-    if not tatoeba.is_file():
-        pytest.skip(f"{tatoeba} is absent (real data for tests lives beside the project)")
+    need_shared(tatoeba)
     torch.set_num_threads(1)
     out = tmp_path_factory.mktemp("byo")
     build(out, source=tatoeba, epochs=3, merges=2000, n_train=6000, model=TINY)

@@ -85,6 +85,39 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
     assert sum(a != b for a, b in zip(fairseq, fairseq_out)) >= 10  # many cut by the cap
 
 
+@pytest.mark.parametrize("way", ["one search", "searched again at the cap"])
+@pytest.mark.parametrize("beam, max_len", [(5, 200), (5, 8), (2, 5)])
+def test_float32_gives_fairseqs_translations_with_no_length_penalty(files, beam, max_len, way):
+    """translator.len_penalty=0: CTranslate2 alone ends a search once its best hypothesis ends, whatever the
+    patience, where the length and coverage penalties are 0; fairseq ends it once `beam` have ended. The search is
+    kept going as fairseq's (a coverage penalty too small to change a score), texts at the cap included."""
+    options = {**OPTIONS, "beam": beam, "max_len": max_len, "len_penalty": 0.0}
+    sources = [en for en, _ in corpus.pairs(300, seed=9)]
+    sources += [" ".join(en.split()[::-1]) for en in sources[:100]]  # word salad: searches that end late
+    fairseq = FairseqTranslator(files=files, **options).translate(sources)
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
+    ct2._cap_counts = (0, 0) if way == "one search" else (100, 0)
+    assert ct2.translate(sources) == fairseq
+    ct2._penalties = lambda: {"length_penalty": 0.0}  # CTranslate2's early end, as it was asked before
+    ct2._cap_counts = (0, 0) if way == "one search" else (100, 0)
+    if (beam, max_len, way) != (2, 5, "one search"):
+        assert ct2.translate(sources) != fairseq  # which these texts show
+
+
+def test_a_text_still_open_at_the_cap_when_searched_again_is_said(files, fairseq_out, caplog):
+    """The one search's "unsure" texts are searched again as fairseq searches; one still open at the cap there,
+    which _ended_before_cap rules out, is decided at the cap, with a warning."""
+    options = {**OPTIONS, "max_len": 3}
+    sources = texts()
+    fairseq = FairseqTranslator(files=files, **options).translate(sources)
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
+    ct2._cap_counts = (0, 0)
+    ct2._ended_before_cap = lambda result: ("unsure", None)  # as if every list were cut where it cannot tell
+    with caplog.at_level(logging.WARNING, logger="repair.nmt.ct2"):
+        assert ct2.translate(sources) == fairseq
+    assert "searched again as fairseq searches (patience 1) were still open at the output cap" in caplog.text
+
+
 def test_float32_with_beam_1_gives_fairseqs_translations(files, caplog):
     """A greedy search (beam 1) at a cap most texts reach: the texts at the cap searched again, as fairseq ends them."""
     options = {**OPTIONS, "beam": 1, "max_len": 3}

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_model import build_hub, tatoeba_corpus, tatoeba_pairs
+from repair.nmt.probe import TOLERANCE
 
 REPO = Path(__file__).resolve().parents[1]
 LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "finetune.patience=30",
@@ -94,14 +95,37 @@ def test_a_model_none_of_us_made_goes_through_the_loop(foreign, tmp_path):
     assert corrections.read_text(encoding="utf-8") == made
     report = json.loads((run_dir / "report.json").read_text(encoding="utf-8"))
     review = report["review"]
-    assert report["corrections"] >= 5 and review["judged"] >= report["corrections"] / 2
+    # every issue judged (by a sentence's reference or a phrase's projection of it) or said not judged
+    assert review["judged"] + review["not_judged"] == review["total"] > 0 and review["with_error"] >= 5
     # the phrases have no reference of their own: judged by the projection of their sentence's, or not at all
-    assert review["sides_by_projection"] + review["sides_not_judged"] > 0 and "not_judged" in review
+    assert review["sides_by_projection"] + review["sides_not_judged"] > 0
     assert review["alignment"]["pairs"] > 0 and review["suggestions"]["by_projection"] <= review["sides_by_projection"]
+    words = lambda text: " ".join(text.split())  # noqa: E731
+    references = {words(en): words(zh) for en, zh in zip(*((foreign["corpus"] / f"test.{lang}").read_text(
+        encoding="utf-8").splitlines() for lang in ("en", "zh")))}
+    rows = [json.loads(line) for line in made.splitlines()]
+    assert len(rows) == report["corrections"] >= 5
+    projected = [r for r in rows if (r.get("reference") or {}).get("from") == "projection"]
+    assert len(projected) == review["corrections_by_projection"]
+    # a sentence's correction is its reference; a phrase's, a stretch of its sentence's reference
+    assert all(words(r["correction"]) == references[words(r["source"])] != words(r["translation"])
+               for r in rows if r not in projected)
+    flat = [ref.replace(" ", "") for ref in references.values()]
+    assert all(any(r["correction"].replace(" ", "") in ref for ref in flat) for r in projected)
     ft = report["finetune"]
-    assert ft["encoding"]["checked"] and ft["encoding"]["base_valid_loss"] < 1.5 * ft["encoding"]["recorded_valid_loss"]
-    # it trained past the base model's time limit, and says why it stopped
-    assert ft["epochs"] > 1 and ft["stop"]["reason"] in ("fix_rate", "patience", "max_epoch")
+    # the fixture's encoding is the model's: a loss within what another domain's text gives (TOLERANCE), well
+    # below the check's bar, so no other tokenizer was even tried
+    enc = ft["encoding"]
+    assert enc["checked"] and enc["base_valid_loss"] <= TOLERANCE * enc["recorded_valid_loss"] and "tried" not in enc
+    # it trained past the base model's time limit, and says why it stopped, as fairseq said it or as it counted
+    stop = ft["stop"]
+    assert ft["epochs"] > 1 and stop["reason"] in ("fix_rate", "patience", "max_epoch"), stop
+    if stop["reason"] == "max_epoch":
+        assert stop["epoch"] == 30 == ft["epochs"]  # finetune.max_epoch
+    elif stop["reason"] == "patience":
+        assert stop["message"].startswith("early stop since valid performance")
+    else:  # the epoch that fixed the corrections ended it (measured: epoch 8, 14 corrections)
+        assert stop["epoch"] == ft["epochs"] and stop["message"] == f"stopped after epoch {ft['epochs']}"
     assert report["fix_rate"] >= 0.9, (report["fixed"], report["corrections"])
     assert ft["probe_loss_after"] < ft["probe_loss_before"]
     md = (run_dir / "report.md").read_text(encoding="utf-8")
@@ -120,25 +144,6 @@ def test_every_per_side_preprocessing_key_is_set_without_a_plus():
         with initialize_config_dir(config_dir=str(REPO / "conf"), version_base=None):
             cfg = compose("loop", overrides=[f"translator={translator}", *(f"translator.{k}=x" for k in keys)])
         assert all(cfg.translator[k] == "x" for k in keys)
-
-
-def test_why_a_training_stopped_is_what_fairseq_said():
-    import logging
-
-    from repair.nmt.train import StopLog
-
-    stops = StopLog()
-    cli = logging.getLogger("fairseq_cli.train")
-    cli.addHandler(stops)
-    level = cli.level
-    cli.setLevel(logging.INFO)  # as run_training sets it
-    try:
-        cli.info("Stopping training due to cumulative_training_time: 0.0557 > stop_time_hours: 0.055 hour(s)")
-        cli.info("early stop since valid performance hasn't improved for last 3 runs")
-    finally:
-        cli.removeHandler(stops)
-        cli.setLevel(level)
-    assert stops.reason == "stop_time_hours" and "0.0557" in stops.message  # the first one said
 
 
 def test_a_fine_tune_that_never_validated_or_learnt_nothing_is_a_warning(tmp_path):

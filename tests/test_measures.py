@@ -199,7 +199,11 @@ def test_held_out_sentences_read_the_references_aligned_with_the_input(tmp_path)
     other.write_text("猫坐了。\n", encoding="utf-8")
     with pytest.raises(UserError, match=r"refs.txt has 1 lines but .*test.en, have 2"):
         Data(tmp_path, en, other).reference_table
-    zh.write_text("猫坐着。\n", encoding="utf-8")  # not aligned: no references rather than wrong ones
+    zh.write_text("猫坐着。\n", encoding="utf-8")  # not aligned: named as such, not taken for no references
+    with pytest.raises(UserError, match=r"test.zh, the references beside the sentences, has 1 lines but .*test.en, "
+                                        r"have 2: the references do not line up .* or move .*test.zh aside"):
+        Data(tmp_path, en, None).sentence_references
+    zh.unlink()
     assert Data(tmp_path, en, None).sentence_references is None
     assert Data(tmp_path, tmp_path / "input.txt", None).sentence_references is None
 

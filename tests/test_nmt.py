@@ -153,6 +153,31 @@ def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplo
     assert [r["epoch"] for r in read_curve(save) if "train_loss" in r] == [1]
 
 
+def test_why_a_training_stopped_is_what_fairseq_said(data_dir, tmp_path, monkeypatch):
+    """Read from real fairseq runs: its stop messages (updates, time limit), the last epoch, and `unknown` where
+    fairseq ended without a message we know (as a fairseq that words them otherwise would)."""
+    from repair.nmt import train
+    from repair.nmt.fairseq_config import training_config
+
+    def stopped(name: str, **options) -> dict:
+        args = train.train_args(data_dir / "bin", tmp_path / name, {**{k: v for k, v in TINY.items() if k != "name"},
+                                                                     **options}, seed=1, cuda=False, fp16=False)
+        stop: dict = {}
+        train.run_training(training_config(args), stop=stop)
+        return stop
+
+    updates = stopped("updates", max_epoch=3, max_update=6)
+    assert updates["reason"] == "max_update" and updates["message"].startswith("Stopping training due to num_updates")
+    timed = stopped("time", max_epoch=3, stop_time_hours=1e-7)
+    assert timed["reason"] == "stop_time_hours" and "cumulative_training_time" in timed["message"]
+    epochs = stopped("epochs", max_epoch=1)
+    assert epochs == {"reason": "max_epoch", "epoch": 1}
+    assert stopped("epochs", max_epoch=1) == {"reason": "max_epoch", "epoch": None}  # resumed where it had ended
+    monkeypatch.setattr(train, "STOP_MESSAGES", ())
+    unheard = stopped("unheard", max_epoch=3, max_update=6)
+    assert unheard == {"reason": "unknown", "epoch": 1}
+
+
 def test_a_checkpoint_half_written_by_a_kill_is_set_aside_and_training_resumes(data_dir, tmp_path, caplog):
     save = tmp_path / "halfway"
     cfg = {**TINY, "save_interval_updates": 4}
@@ -241,6 +266,7 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
     save = tmp_path / "ft0"
     result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
     assert result["epochs"] == 2
+    assert result["stop"]["reason"] == "patience" and result["stop"]["message"].startswith("early stop since valid")
     # Killed after fairseq stopped but before finetune.json was written: fairseq alone would
     # resume from checkpoint_last with its patience count reset and train epoch 3; the rerun
     # starts the fine-tune again from the base model and stops where it stopped.

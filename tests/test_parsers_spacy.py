@@ -9,11 +9,12 @@ from omegaconf import OmegaConf
 
 from repair.errors import UserError
 from repair.purity.parsers import make_parser
+from conftest import SHARED_DATA
 from helpers import leaves, read_tree
 from repair.purity.parsers.spacy import SpacyParser, bracket_tree, doc_tree, np_spans
 from repair.purity.rti import extract
 
-PURITY_INPUTS = Path(__file__).resolve().parents[2] / "shared" / "data" / "purity-inputs"
+PURITY_INPUTS = SHARED_DATA / "purity-inputs"
 CONF_PARSER = Path(__file__).resolve().parents[1] / "conf" / "parser"
 
 

@@ -19,15 +19,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def texts():
-    from conftest import SHARED_DATA
+    from conftest import SHARED_DATA, need_shared
 
     from repair.bench.translate import tatoeba_pairs
     from repair.data.prepare import clean_text
 
     tatoeba = SHARED_DATA / "tatoeba-cmn-eng" / "cmn.txt"
     cnn = [SHARED_DATA / "purity-inputs" / f"{name}.txt" for name in ("business", "politics")]
-    if not tatoeba.is_file() or not all(p.is_file() for p in cnn):
-        pytest.skip(f"{SHARED_DATA} lacks Tatoeba or the Purity inputs (real data for tests lives beside the project)")
+    need_shared(tatoeba, *cnn)
     pairs = tatoeba_pairs(tatoeba)[::20][:1500]
     english = [clean_text(line) for p in cnn for line in p.read_text(encoding="utf-8").splitlines() if line.strip()]
     english += [clean_text(en) for en, _ in pairs] + ["A \"quoted\" <b>tag</b> & 'apostrophes' - dashes--and so-called"]

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import SHARED_DATA
 from repair.fileio import read_jsonl
 from repair.purity import bow_distance, run_purity
 from repair.purity.parsers.ptb import PtbParser
@@ -18,7 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "purity"
 SENTENCES = FIXTURES / "sentences.txt"
 TREES = FIXTURES / "trees.txt"
-PURITY_INPUTS = REPO.parent / "shared" / "data" / "purity-inputs"
+PURITY_INPUTS = SHARED_DATA / "purity-inputs"
 
 # What the fixture's three trees yield, in the order the run lists them.
 EXPECTED_TEXTS = [

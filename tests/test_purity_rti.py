@@ -1,13 +1,11 @@
 """RTI extraction and pairing on hand-written trees: the contract's rules one by one."""
 
-from pathlib import Path
-
 import pytest
 
 from repair.purity import english_stopwords, extract, rti_pairs
 from repair.purity.rti import TreeSyntaxError, find_in_sentence, parse_tree, phrase_text, split_trees
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from conftest import SHARED_DATA as SHARED
 
 FIG3 = ("(ROOT (S (NP (NNP Emma) (NNP Stone)) (VP (VBD starred) (PP (IN as) (NP (NP (NNP Holmes)) "
         "(PP (IN in) (NP (NP (DT a) (NN movie)) (VP (VBN based) (PP (IN on) (NP (NNP Bad) (NNP Blood))))))))) "

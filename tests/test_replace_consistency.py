@@ -13,6 +13,7 @@ import re
 
 import pytest
 
+from conftest import need_shared
 from repair.fileio import read_jsonl
 from repair.purity import run_purity
 from repair.purity.parsers.spacy import SpacyParser
@@ -188,13 +189,51 @@ def flagged(relation: ReplaceRelation, cases, translator: Translator) -> list:
     return [c for c in cases if relation.check(c, translation).distance > 0]
 
 
+class OneWay(Translator):
+    """Every word one way in every text of two words or more (two CJK characters from its hash), another way in a
+    text of one word: no context rule at all, so a replacement changes its word's translation and nothing else."""
+
+    name = "one-way"
+
+    def translate(self, texts):
+        return [self.one(t) for t in texts]
+
+    @staticmethod
+    def one(text: str) -> str:
+        words = TOKEN.findall(text.lower())
+        alone = sum(w[0].isalpha() for w in words) == 1
+        return "".join(MARKS.get(w, "") if w in MARKS else generated(w, "bare" if alone else "context") for w in words)
+
+
+# sentences of our own, questions among them, none of them the lexicon test's
+OWN = ["How many brothers do you have?", "How many kids does your sister have?", "Is there a good school near here?",
+       "Where did you buy that red coat?", "Why is the old bridge closed?", "Can you lend me a pen?",
+       "What time does the last train leave?", "Have you ever seen a white tiger?", "Who wrote this long letter?",
+       "The new teacher speaks three languages.", "My uncle sold his old truck last week.",
+       "She keeps a small garden behind the house.", "We watched a funny movie on the plane.",
+       "The little girl lost her blue umbrella.", "He broke the window with a ball.",
+       "Our neighbours have a noisy dog.", "I left my keys in the kitchen.", "The heavy rain flooded the road.",
+       "Do you like cold coffee?", "Does your brother play the piano?"]
+
+
+def test_a_translator_with_one_way_per_word_is_never_flagged_on_sentences_of_our_own(parser):
+    relation = ReplaceRelation(candidates="context", min_context=0, per_word=3, max_mutants=6)
+    cases = relation.cases([Parsed(f"t:{k}", s, t) for k, (s, t) in enumerate(zip(OWN, parser.parse(OWN)))])
+    questions = [c for c in cases if c.sides[0][1].endswith("?")]
+    assert len(cases) >= 40 and len(questions) >= 15
+    assert flagged(relation, cases, OneWay()) == []
+    assert flagged(relation, cases, WordByWord()) == []
+    ignoring = OneWay()
+    ignoring.one = lambda text, ignore={c.sides[1][1]: c.sides[0][1] for c in cases}: OneWay.one(ignore.get(text, text))
+    assert flagged(relation, cases, ignoring) == cases  # and a replacement it ignores is
+
+
 def test_tatoeba_black_box(parser, shared_data, tmp_path):
     """200 of Tatoeba's English sentences (100 questions, 100 others, of 2 to 12 words), their mutants from the
     rest of its English (candidates=context, the corpus filters on), judged under the three translators; the
     figures are printed (pytest -s)."""
     path = shared_data / "tatoeba-cmn-eng" / "cmn.txt"
-    if not path.is_file():
-        pytest.skip(f"{path} is absent")
+    need_shared(path)
     english = list(dict.fromkeys(line.split("\t")[0].lstrip("\ufeff").strip()
                                  for line in path.read_text(encoding="utf-8").splitlines() if "\t" in line))
     pool, rng = [s for s in english if 2 <= len(s.split()) <= 12], random.Random(40)

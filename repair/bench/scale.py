@@ -10,7 +10,8 @@ that stage), so that its wall-clock seconds, CPU seconds and peak resident memor
 own: test (Purity), review (the oracle, with the review memory), page (the issues served by `python -m
 repair.review` and judged one by one in Chromium through Playwright: a suggestion taken where there is one, else
 no error, then Finish), finetune, verify, report. A stage's seconds are the loop's own (seconds.json, the time
-inside the stage); its growth exponent is log(time ratio) / log(work ratio) between the smallest and largest size.
+inside the stage); its growth exponent is log(time ratio) / log(work ratio) between the smallest and largest size
+(none where its work did not grow: `linear` is then null and the stage is listed in `not_measured`).
 The fine-tune's epochs are capped (--finetune-epochs, said in the JSON) and the model trains 5 epochs (--model-epochs;
 the demo's trains 8) to keep the run within 30 minutes.
 Writes scale.json and scale.png into --out; the last line printed is the JSON.
@@ -80,8 +81,17 @@ def loop_stage(run_dir: Path, stage: str, overrides: list[str], log: Path, timeo
     path = run_dir / "seconds.json"
     before = read_json(path) if path.is_file() else {}
     row = run_process([sys.executable, "-m", "repair.bench.stage", str(run_dir), stage, *overrides], log, timeout)
-    after = read_json(path)
-    return {"seconds": round(after.get(stage, 0.0) - before.get(stage, 0.0), 2), **row}
+    return {"seconds": stage_seconds(path, before, stage), **row}
+
+
+def stage_seconds(path: Path, before: dict, stage: str) -> float:
+    """The seconds seconds.json gained for `stage` (the loop writes a stage's time there as it ends): a stage it
+    holds no time for is an error, not 0 s."""
+    after = read_json(path) if path.is_file() else {}
+    if stage not in after:
+        raise UserError(f"{path} holds no time for the {stage} stage after it ran (it has {sorted(after)}); see the "
+                        f"stage's log")
+    return round(after[stage] - before.get(stage, 0.0), 2)
 
 
 def start_server(folder: Path, log: Path) -> tuple[subprocess.Popen, str, float]:
@@ -178,8 +188,13 @@ def work_done(run_dir: Path) -> dict:
     cycle = run_dir / "cycle1"
     tested = len(read_json(cycle / "test" / "slice.json")["lines"])
     issues = sum(1 for _ in read_jsonl(cycle / "test" / "issues.jsonl"))
-    corrections_path = cycle / "review" / "corrections.jsonl"
-    corrections = sum(1 for _ in read_jsonl(corrections_path)) if corrections_path.is_file() else 0
+    corrections_path, done = cycle / "review" / "corrections.jsonl", cycle / "review" / "done.json"
+    if corrections_path.is_file():
+        corrections = sum(1 for _ in read_jsonl(corrections_path))
+    elif done.is_file() and read_json(done).get("corrections_sha256", "") is None:
+        corrections = 0  # the review ended without writing one (its done.json says the file was absent)
+    else:
+        raise UserError(f"{corrections_path} is absent and {done} does not say the review ended without corrections")
     return {"tested sentences": tested, "issues": issues, "corrections": corrections}
 
 
@@ -227,7 +242,8 @@ def growth(by_size: dict[int, dict]) -> dict:
         }
         if all(r.get("seconds_per_epoch") for r in rows):  # the fine-tune: its epochs may differ from size to size
             stages[stage]["exponent_per_epoch"] = exponent(rows[0], rows[-1], "seconds_per_epoch")
-        stages[stage]["linear"] = stages[stage]["exponent"] is None or stages[stage]["exponent"] <= LINEAR
+        # None: no exponent (the work or a time did not grow), so neither linear nor not
+        stages[stage]["linear"] = None if stages[stage]["exponent"] is None else stages[stage]["exponent"] <= LINEAR
     return stages
 
 
@@ -294,8 +310,7 @@ def base_model(out: Path, overrides: list[str], timeout: float) -> dict:
     before = read_json(path) if path.is_file() else {}
     row = run_process([sys.executable, "-m", "repair.bench.stage", str(run_dir), "train", *overrides],
                       out / "model.log", timeout)
-    after = read_json(path)
-    seconds = {s: round(after.get(s, 0.0) - before.get(s, 0.0), 2) for s in ("prepare", "train")}
+    seconds = {s: stage_seconds(path, before, s) for s in ("prepare", "train")}
     return {"trained_here": trained, "seconds": seconds, **row}
 
 
@@ -355,7 +370,8 @@ def main(argv: list[str] | None = None) -> None:
         "load_average_after": load_average(), "seconds": round(time.perf_counter() - started, 1),
         "model": model, "finetune_max_epoch": args.finetune_epochs, "model_max_epoch": int(override(common, "model.max_epoch")),
         "page": "run" if browser else f"left out ({'--no-browser' if args.no_browser else why_not})",
-        "not_linear": [s for s, v in stages.items() if not v["linear"]], "stages": stages,
+        "not_linear": [s for s, v in stages.items() if v["linear"] is False],
+        "not_measured": [s for s, v in stages.items() if v["linear"] is None], "stages": stages,
         "plot": str(out / "scale.png"), "overrides": common,
     }
     write_json_atomic(out / "scale.json", summary)

@@ -7,7 +7,8 @@ penalty, and each text's output cap max_len_a * w + max_len_b (at most max_len t
 where w is the padded width of its source, as FairseqTranslator computes it. CTranslate2 takes one
 cap per call, so texts are grouped by cap (a handful of groups) and each group is one call, batched
 by tokens, all calls submitted at once. At the cap fairseq ends every open beam with the end token;
-a text that reaches the cap is decided as fairseq would (see `_fairseq_rule` and `_AtCap`).
+a text that reaches the cap is decided as fairseq would (see `_fairseq_rule` and `_AtCap`). A length penalty of 0
+is searched as fairseq searches it too (CTranslate2 alone would end the search early: see `_penalties`).
 
 The converted cache: `<checkpoint>.ct2/` (or `cache_dir/<checkpoint name>.ct2/`), converted in
 float32 (the compute type is chosen when loading), with `converted.json` written last: the sha256 of
@@ -65,6 +66,7 @@ SCORE_TOKENS = 200
 # of Purity on the CNN 200, 26% at the cap, 3.2 s against 2.6 s)
 CAP_SHARE = 0.12
 SAMPLE = 200  # texts translated by fairseq and each compute type to measure their agreement
+NO_EARLY_EXIT = 1e-30  # the coverage penalty given with translator.len_penalty=0 (see _penalties)
 # compute types tried, fastest first; each used only where CTranslate2 offers it on the device
 CANDIDATES = {"cpu": ("int8", "int16", "float32"), "cuda": ("int8_float16", "float16", "float32")}
 # GPU index -> why CTranslate2 cannot translate there (None: it can), found by one try per process
@@ -81,6 +83,12 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     return h.hexdigest()
+
+
+def _ctranslate2_version() -> str:
+    import ctranslate2
+
+    return ctranslate2.__version__
 
 
 # ----------------------------------------------------------------------------- the converted cache
@@ -659,10 +667,19 @@ class CTranslate2Translator(Translator):
                 chosen[k] = hypothesis[:-1] if self._ended(hypothesis) else hypothesis[:cap]
         return chosen
 
+    def _penalties(self) -> dict:
+        """The search's length penalty. At 0 CTranslate2 would end a search as soon as its best hypothesis ends,
+        whatever the patience (it does so where the length and coverage penalties are both 0), unlike fairseq; a
+        coverage penalty too small to change any score (NO_EARLY_EXIT times a sum of logs of attention weights, added
+        to a score of order 1 in float32) keeps the search going as fairseq's does."""
+        if self.len_penalty:
+            return {"length_penalty": self.len_penalty}
+        return {"length_penalty": 0.0, "coverage_penalty": NO_EARLY_EXIT}
+
     def _first_search(self, sources: list[list[str]], cap: int) -> list:
         """fairseq's search (patience 1: it ends once `beam` hypotheses ended) up to cap + 1 tokens: the best
         hypothesis."""
-        return self.model.translate_batch(sources, beam_size=self.beam, length_penalty=self.len_penalty,
+        return self.model.translate_batch(sources, beam_size=self.beam, **self._penalties(),
                                           max_decoding_length=cap + 1, return_end_token=True,
                                           **self._batching(sources))
 
@@ -745,6 +762,11 @@ class CTranslate2Translator(Translator):
                     chosen[k] = hypothesis[:-1]
                 else:
                     late.append((cap, k))
+        if late:
+            logger.warning("%d text(s) searched again as fairseq searches (patience 1) were still open at the output cap, "
+                           "which the search with patience 2 had ruled out (CTranslate2 %s did not search as this "
+                           "translator assumes); each is decided by fairseq's rule at the cap", len(late),
+                           _ctranslate2_version())
         for cap, k in late:
             c = _AtCap(tokens[k], cap)
             scoring.append(([(k, c)], self._score_open([c], [r.result() for r in self._search([c], cap)])))
@@ -821,7 +843,7 @@ class CTranslate2Translator(Translator):
             return [_NoResult() for _ in at_cap]
         return self.model.translate_batch(
             [c.source for c in at_cap], beam_size=self.beam, patience=2, num_hypotheses=2 * self.beam,
-            length_penalty=self.len_penalty, max_decoding_length=cap + steps, return_end_token=True,
+            **self._penalties(), max_decoding_length=cap + steps, return_end_token=True,
             return_scores=True, **self._batching([c.source for c in at_cap]))
 
     def _score_open(self, at_cap: list[_AtCap], results: list) -> list:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -80,19 +81,35 @@ STOP_MESSAGES = (("early stop since valid performance", "patience"), ("Stopping 
                  ("stopping training because current learning rate", "stop_min_lr"))
 
 
+LOADED = re.compile(r"Loaded checkpoint .* \(epoch (\d+) @ \d+ updates\)")  # fairseq.trainer, at a resume
+
+
 class StopLog(logging.Handler):
-    """Why fairseq's training loop ended early: the first of its stop messages logged (`reason`, `message`)."""
+    """Why fairseq's training loop ended early: the first of its stop messages logged (`reason`, `message`), and the
+    epoch of the checkpoint it resumed from (`loaded_epoch`), heard on fairseq.trainer."""
 
     def __init__(self):
         super().__init__(logging.INFO)
         self.reason: str | None = None
         self.message: str | None = None
+        self.loaded_epoch: int | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         msg = record.getMessage() if isinstance(record.msg, str) else ""
+        loaded = LOADED.match(msg)
+        if loaded:
+            self.loaded_epoch = int(loaded.group(1))
         for start, reason in STOP_MESSAGES:
             if msg.startswith(start) and self.reason is None:
                 self.reason, self.message = reason, msg
+
+    def reason_at(self, last_epoch: int | None, max_epoch: int | None) -> str:
+        """What ended the training: the stop message heard; else max_epoch where the last epoch trained (or the one
+        resumed from) is max_epoch; else `unknown` (the loop ended and nothing said why)."""
+        if self.reason:
+            return self.reason
+        last = last_epoch if last_epoch is not None else self.loaded_epoch
+        return "max_epoch" if max_epoch and last is not None and last >= max_epoch else "unknown"
 
 
 class ObjectDumps(logging.Filter):
@@ -107,7 +124,8 @@ def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -
     """fairseq's trainer on a FairseqConfig, in this process (several processes on several GPUs).
     stop_when(epoch): asked after each epoch is saved; True ends the training there (one process only).
     stop: given a dict, it gets why the training ended (`reason`: stop_when, patience, max_update, stop_time_hours,
-    stop_min_lr, max_epoch or already_stopped; `message`: fairseq's words where it said why; `epoch`)."""
+    stop_min_lr, max_epoch, already_stopped, or unknown where
+    nothing said why; `message`: fairseq's words where it said why; `epoch`)."""
     stop = {} if stop is None else stop
     from fairseq import checkpoint_utils, distributed_utils
     from fairseq_cli import train as fairseq_train
@@ -132,8 +150,10 @@ def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -
     progress_logger = logging.getLogger("fairseq.logging.progress_bar")
     progress_logger.addHandler(handler)
     dumps, cli_logger, stops = ObjectDumps(), logging.getLogger("fairseq_cli.train"), StopLog()
+    loads = logging.getLogger("fairseq.trainer")
     cli_logger.addFilter(dumps)
     cli_logger.addHandler(stops)
+    loads.addHandler(stops)
     cli_level = cli_logger.level
     if cli_logger.getEffectiveLevel() > logging.INFO:  # its stop messages are INFO: heard whatever the caller's level
         cli_logger.setLevel(logging.INFO)
@@ -150,9 +170,11 @@ def run_training(cfg, on_epoch=None, stop_when=None, stop: dict | None = None) -
         progress_logger.removeHandler(handler)
         cli_logger.removeFilter(dumps)
         cli_logger.removeHandler(stops)
+        loads.removeHandler(stops)
         cli_logger.setLevel(cli_level)
     epochs = [r["epoch"] for r in handler.records]
-    stop.update(reason=stops.reason or "max_epoch", epoch=max(epochs) if epochs else None,
+    last = max(epochs) if epochs else None
+    stop.update(reason=stops.reason_at(last, cfg.optimization.max_epoch), epoch=last,
                 **({"message": stops.message} if stops.message else {}))
     return handler.records
 

@@ -35,7 +35,8 @@ class Data:
 
     def aligned_references(self, zh: Path | None):
         """References for the sentences from a Chinese file aligned with them (default: X.zh beside X.en); None
-        where there is no such file. A file given (data.references) that does not line up is one UserError."""
+        where there is no such file. One that does not line up (given as data.references, or X.zh beside X.en) is
+        one UserError naming both files' line counts."""
         from repair.data.demo.references import References
         from repair.errors import UserError
         from repair.fileio import read_text_lines
@@ -49,10 +50,10 @@ class Data:
             return None
         en_lines, zh_lines = read_text_lines(self.sentences), read_text_lines(zh)
         if len(en_lines) != len(zh_lines):
-            if given:
-                raise UserError(f"data.references={zh} has {len(zh_lines)} lines but the sentences Purity tests, "
-                                f"{self.sentences}, have {len(en_lines)}: give the Chinese of each sentence on its line")
-            return None
+            where = f"data.references={zh}" if given else f"{zh}, the references beside the sentences,"
+            raise UserError(f"{where} has {len(zh_lines)} lines but the sentences Purity tests, {self.sentences}, "
+                            f"have {len(en_lines)}: the references do not line up with the sentences. Give the Chinese "
+                            f"of each sentence on its line" + ("" if given else f", or move {zh} aside (no references)"))
         return References.aligned(en_lines, zh_lines)
 
     @cached_property

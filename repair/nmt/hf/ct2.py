@@ -4,6 +4,10 @@ cached as the fairseq conversion is (`<folder>.ct2/` or under `cache_dir`, `conv
 of the folders it was converted from: a changed model or adapter is converted again), with the same fidelity check
 (a sample translated by the transformers translator and by each candidate compute type, the fastest with at least
 `min_identical` identical translations chosen, the record kept in the marker) and the same keys.
+CTranslate2's beam search (float32) gives generate()'s translations with early_stopping=True and no end token forced
+at the cap; the transformers translator's generate() goes on past `beam` ended hypotheses (early_stopping=False) and
+forces the end token at the cap, so the two differ where that changes the best hypothesis (the fidelity check's
+figure; tests/test_hf.py).
 """
 
 from __future__ import annotations

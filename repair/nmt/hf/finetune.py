@@ -196,15 +196,34 @@ def run_epochs(model, train_rows, valid_rows, save_dir: Path, base: Folder, tok,
     return curve, {"reason": "max_epoch", "epoch": len(curve)}
 
 
+NO_CHECK = "a transformers model is encoded by its own tokenizer and records no validation loss to check against"
+
+
+def unsupported(l2: float, trainable: Sequence[str], encoding_check: float | None) -> None:
+    """One UserError naming every fairseq-only fine-tune option set for a transformers model (finetune.l2, an L2 pull
+    toward the base weights; finetune.trainable, parameter prefixes), which this fine-tune cannot honour; the
+    encoding check (finetune.encoding_check) is logged as not made."""
+    keys = ([f"finetune.l2={l2}"] if l2 else []) + ([f"finetune.trainable={list(trainable)}"] if trainable else [])
+    if keys:
+        raise UserError(f"{', '.join(keys)}: fairseq models only; a transformers model's fine-tune trains a LoRA "
+                        f"adapter (finetune.adapter=lora) or every weight (finetune.adapter=none), with no L2 pull "
+                        f"and no choice of parameters. Set finetune.l2=0 and finetune.trainable=[] (finetune=anchored "
+                        f"and finetune=decoder set them)")
+    if encoding_check:
+        logger.info("fine-tune: finetune.encoding_check=%s is not checked: %s", encoding_check, NO_CHECK)
+
+
 def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Sequence[tuple[str, str]],
                    save_dir, *, lr: float = 3e-4, patience: int = 15, max_epoch: int = 20, seed: int = 1,
                    device: str = "auto", threads: int | None = None, epoch_checkpoints: bool = False,
                    stop_when: Callable[[int], bool] | None = None, probe_pairs: Sequence[tuple[str, str]] = (),
                    adapter: str = "lora", lora_rank: int = 4, lora_alpha: int = 8,
-                   lora_targets: Sequence[str] = LORA_TARGETS, source_prefix: str | None = None, **_ignored) -> dict:
+                   lora_targets: Sequence[str] = LORA_TARGETS, source_prefix: str | None = None, l2: float = 0.0,
+                   trainable: Sequence[str] = (), encoding_check: float | None = None) -> dict:
     """Fine-tune the transformers model `base` (ModelFiles) names on train_pairs into save_dir (see the module).
     Returns what repair.nmt.finetune.finetune_model returns, with `adapter`, `trained_parameters` and the
-    corrections' loss under the base model and the kept checkpoint (`probe_loss_before`, `probe_loss_after`)."""
+    corrections' loss under the base model and the kept checkpoint (`probe_loss_before`, `probe_loss_after`).
+    fairseq's l2 and trainable are refused (see unsupported); the encoding check is recorded as not made."""
     import torch
 
     from repair.nmt.device import set_threads, torch_device
@@ -212,10 +231,12 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
 
     if adapter not in ADAPTERS:
         raise UserError(f"finetune.adapter={adapter!r}: choose one of {', '.join(ADAPTERS)}")
+    unsupported(l2, trainable, encoding_check)
     start = time.time()
     folder, save_dir = resolve(base.checkpoint, "model.checkpoint"), Path(save_dir)
     settings = {**run_settings(folder.path, train_pairs, valid_pairs, lr=lr, patience=patience, max_epoch=max_epoch,
-                               seed=seed, max_tokens=None, l2=0.0, trainable=(), epoch_checkpoints=epoch_checkpoints),
+                               seed=seed, max_tokens=None, l2=l2, trainable=tuple(trainable),
+                               epoch_checkpoints=epoch_checkpoints),
                 "adapter": adapter, **({"lora": [int(lora_rank), int(lora_alpha), list(lora_targets)]}
                                        if adapter == "lora" else {})}
     if finished_before(save_dir, settings):
@@ -257,6 +278,6 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
               "seconds": round(time.time() - start, 2), "stop": stop, "adapter": adapter,
               "trained_parameters": trained, **({"source_prefix": source_prefix} if source_prefix else {}),
               **({"probe_loss_before": round(before, 4), "probe_loss_after": after}
-                 if before is not None and after is not None else {})}
+                 if before is not None and after is not None else {}), "encoding": {"checked": False, "why": NO_CHECK}}
     write_json_atomic(save_dir / "finetune.json", result)
     return result

@@ -259,7 +259,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
 
 STOPS = {"stop_when": "fix rate reached", "patience": "patience", "max_epoch": "max epoch", "max_update": "max update",
          "stop_time_hours": "time limit", "stop_min_lr": "minimum learning rate",
-         "already_stopped": "patience (before a resume)", "unknown": "unknown (fairseq's log said no reason)"}
+         "already_stopped": "patience (before a resume)", "unknown": "unknown (the training's log said no reason)"}
 
 
 def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: FinetuneSettings, corrections: int,

@@ -10,7 +10,7 @@ from repair.fileio import read_jsonl
 from repair.purity import run_purity
 from repair.purity.relations import Case, Parsed, ReplaceRelation
 from repair.purity.relations.natural import NGramLM, words_of
-from repair.purity.relations.replace import context_span, leaf_offsets, np_ranges, tagged_leaves
+from repair.purity.relations.replace import context_span, leaf_offsets, np_ranges, tagged_leaves, written_words
 from repair.purity.translators import Translator
 
 OLD_MAN = "(ROOT (S (NP (DT The) (JJ old) (NN man)) (VP (VBD sold) (NP (NN fish))) (. .)))"
@@ -96,6 +96,27 @@ def test_the_phrase_is_the_noun_phrase_else_the_neighbours_else_none():
     owner = "(ROOT (S (NP (PRP I)) (VP (VBD liked) (NP (NP (NNP Tom) (POS 's)) (NN car))) (. .)))"
     assert context_span(4, [w for _, w, _ in tagged_leaves(owner)], np_ranges(owner), 5) == ("noun phrase", 2, 5)
 
+
+
+def test_a_phrase_holds_whole_written_words_and_a_question_s_wh_noun_phrase():
+    # "your mother" of "your mother-in-law" is another text to a translator: the phrase takes the whole word
+    law = "(ROOT (S (VBZ Is) (NP (NP (PRP$ your) (NN mother)) (HYPH -) (IN in) (HYPH -) (NP (NN law))) (. ?)))"
+    text = "Is your mother-in-law?"
+    names = [w for _, w, _ in tagged_leaves(law)]
+    written = written_words(leaf_offsets(names, text))
+    assert written == [0, 1, 2, 2, 2, 2, 2, 2]  # "mother-in-law?" is one word as the sentence writes it
+    assert context_span(2, names, np_ranges(law), 5) == ("noun phrase", 1, 3)           # leaves alone: "your mother"
+    assert context_span(2, names, np_ranges(law), 5, written) == ("noun phrase", 1, 7)  # "your mother-in-law"
+    # a phrase of one written word ("T-shirts") is a word alone to a translator: the neighbours are taken
+    shirts = "(ROOT (S (NP (PRP She)) (VBD sold) (NP (NN T) (HYPH -) (NNS shirts)) (NP (NN today)) (. .)))"
+    names = [w for _, w, _ in tagged_leaves(shirts)]
+    written = written_words(leaf_offsets(names, "She sold T-shirts today."))
+    assert context_span(4, names, np_ranges(shirts), 5) == ("noun phrase", 2, 5)
+    assert context_span(4, names, np_ranges(shirts), 5, written) == ("neighbours", 2, 6)  # "T-shirts today"
+    # a Penn tree's question: "How many brothers" is a WHNP, judged whole (its measure word is in it)
+    how = ("(ROOT (SBARQ (WHNP (WHADJP (WRB How) (JJ many)) (NNS brothers)) (SQ (VBP do) (NP (PRP you)) "
+           "(VP (VB have))) (. ?)))")
+    assert context_span(2, [w for _, w, _ in tagged_leaves(how)], np_ranges(how), 5) == ("noun phrase", 0, 3)
 
 def test_an_ignored_replacement_is_flagged(tmp_path):
     summary, issues = run(tmp_path, Synthetic(stale=True))

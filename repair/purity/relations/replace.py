@@ -9,7 +9,9 @@ translate a question's words otherwise than a fragment's). In each of these cont
 phrase's translation has that the mutant phrase's lacks, W' the reverse. Distance, in tokens (characters or
 jieba words, stop tokens left out): the tokens of the original's translation that the mutant's lacks beyond W,
 plus those of the mutant's translation that the original's lacks beyond W', in the context that leaves the
-fewest. When the two translations are the same (whitespace aside) while W and W' differ in a context, the
+fewest (a jieba word only when it holds a character the characters' own differences leave unexplained: jieba
+may cut the same characters otherwise beside another word). A phrase holds whole words as the sentence writes
+them ("mother-in-law"), two at least. When the two translations are the same (whitespace aside) while W and W' differ in a context, the
 replacement was ignored: the distance is the largest |W| + |W'| and the evidence says "replacement ignored".
 
 Candidates, found offline:
@@ -110,7 +112,8 @@ def closing(sentence: str) -> str:
 
 
 def np_ranges(tree: str) -> list[tuple[int, int]]:
-    """(start, end) leaf indexes of every noun phrase of a bracketed tree, leaves numbered as tagged_leaves does."""
+    """(start, end) leaf indexes of every noun phrase (NP, WHNP) of a bracketed tree, leaves numbered as
+    tagged_leaves does."""
     node = clean_tree(parse_tree(tree))
     out: list[tuple[int, int]] = []
     count = 0
@@ -123,7 +126,7 @@ def np_ranges(tree: str) -> list[tuple[int, int]]:
                 walk(child)
             else:
                 count += 1
-        if n.label == "NP":
+        if n.label in ("NP", "WHNP"):  # WHNP: a question's "How many brothers" in Penn trees (stanza's)
             out.append((start, count))
 
     if node is not None:
@@ -146,17 +149,34 @@ def leaf_offsets(leaves: Sequence[str], sentence: str) -> list[tuple[int, int]] 
     return out
 
 
-def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
-                 max_span: int) -> tuple[str, int, int] | None:
+def written_words(offsets: Sequence[tuple[int, int]]) -> list[int]:
+    """For each leaf (its characters in the sentence, leaf_offsets), the number of the word the sentence writes it
+    in: leaves with no space between them ("T", "-", "shirts"; "Tom", "'s") are one word to a translator."""
+    return list(itertools.accumulate((int(k > 0 and a > offsets[k - 1][1]) for k, (a, _) in enumerate(offsets))))
+
+
+def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]], max_span: int,
+                 written: Sequence[int] | None = None) -> tuple[str, int, int] | None:
     """The phrase the word at leaf i is judged in: ("noun phrase", start, end) for the smallest noun phrase
     holding it with 2 to `max_span` words, not the whole sentence; else ("neighbours", start, end): the word
     with the words next to it, fewer when they would make the whole sentence; None when no such span exists.
-    A span never starts with a clitic ('s, n't): it takes the word the clitic belongs to."""
+    A span never starts with a clitic ('s, n't): it takes the word the clitic belongs to. `written`: the
+    sentence's word of each leaf (written_words); a span then holds whole words as the sentence writes them
+    ("your mother" of "your mother-in-law" takes "-in-law": a translator reads "mother" otherwise than
+    "mother-in-law") and two of them at least ("T-shirts" or "Tom's" alone is one word to a translator, which
+    may translate it as a word alone)."""
     words = [k for k, leaf in enumerate(leaves) if is_word(leaf)]
+    written = list(range(len(leaves))) if written is None else written
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    for k in words:
+        first.setdefault(written[k], k)
+        last[written[k]] = k
 
     def ok(a: int, b: int) -> bool:
         inside = [k for k in words if a <= k < b]
-        return 2 <= len(inside) <= max_span and len(inside) < len(words)
+        return (2 <= len(inside) <= max_span and len(inside) < len(words)
+                and len({written[k] for k in inside}) >= 2)
 
     def trimmed(a: int, b: int) -> tuple[int, int]:
         while a < b and not is_word(leaves[a]):
@@ -165,7 +185,7 @@ def context_span(i: int, leaves: Sequence[str], nps: Sequence[tuple[int, int]],
             b -= 1
         while 0 < a < b and _CLITIC.fullmatch(unescape(leaves[a])):
             a -= 1
-        return a, b
+        return (first[written[a]], last[written[b - 1]] + 1) if a < b else (a, b)
 
     for a, b in sorted((r for r in nps if r[0] <= i < r[1]), key=lambda r: r[1] - r[0]):
         a, b = trimmed(a, b)
@@ -391,6 +411,7 @@ class ReplaceRelation(Relation):
         names = [w for _, w, _ in leaves]
         offsets = leaf_offsets(names, p.sentence)
         nps = np_ranges(p.tree)
+        written = written_words(offsets) if offsets else None
         out, seen_word = [], Counter()
         for i, (tag, leaf, head) in enumerate(leaves):
             nth = seen_word[leaf]
@@ -401,7 +422,7 @@ class ReplaceRelation(Relation):
             if tag == "JJ" and head is None:
                 filtered["predicative"] += 1  # an adjective outside a noun phrase ("was hungry"): left alone
                 continue
-            span = context_span(i, names, nps, self.max_span) if offsets else None
+            span = context_span(i, names, nps, self.max_span, written) if offsets else None
             if span is None:  # a sentence too short for a phrase short of itself (or leaves not spelling it)
                 filtered["no phrase"] += 1
                 continue
@@ -521,8 +542,14 @@ class ReplaceRelation(Relation):
 
     # ---- distance
 
-    def _bag(self, text: str) -> Counter:
-        return Counter(t for t in tokens(text, self.unit) if t not in self.stop_tokens and not t.isspace())
+    def _bag(self, text: str, unit: str | None = None) -> Counter:
+        return Counter(t for t in tokens(text, unit or self.unit) if t not in self.stop_tokens and not t.isspace())
+
+    def _changes(self, before: str, after: str) -> tuple[Counter, Counter, set[str], set[str]]:
+        """What `before` has that `after` lacks and the reverse, in the relation's tokens, then in characters."""
+        x, y = self._bag(before), self._bag(after)
+        cx, cy = (x, y) if self.unit == "char" else (self._bag(before, "char"), self._bag(after, "char"))
+        return x - y, y - x, cx - cy, cy - cx
 
     def check(self, case: Case, translation: Mapping[str, str]) -> Check:
         """Each of the case's contexts (the phrase, then the phrase closed as the sentence is) gives W, what the
@@ -530,21 +557,26 @@ class ReplaceRelation(Relation):
         translations while a context's W and W' differ: the replacement was ignored (the largest |W| + |W'|).
         Otherwise the distance is what changed beyond the word's own translation as the context that explains
         the most translates it (the smallest over the contexts): a translator may translate a phrase alone
-        otherwise than its sentence does (a question's "how many" with a measure word, a fragment's without)."""
+        otherwise than its sentence does (a question's "how many" with a measure word, a fragment's without).
+        With jieba words, a word of T - T' - W counts only when it holds a character that the characters' own
+        difference leaves unexplained: jieba may cut the same characters otherwise beside another word (the
+        sentence's "信有" where the phrase ends in "信"), and a translator that renders each word one way
+        everywhere is then never flagged."""
         original, mutant, *contexts = case.texts
-        differences = []
-        for phrase, new_phrase in zip(contexts[::2], contexts[1::2]):
-            x, y = self._bag(translation[phrase]), self._bag(translation[new_phrase])
-            differences.append((x - y, y - x))
+        differences = [self._changes(translation[phrase], translation[new_phrase])
+                       for phrase, new_phrase in zip(contexts[::2], contexts[1::2])]
         if squeeze(translation[original]) == squeeze(translation[mutant]):
-            found = max((tuple(sorted(w.elements())) + tuple(sorted(w2.elements())) for w, w2 in differences), key=len)
+            found = max((tuple(sorted(w.elements())) + tuple(sorted(w2.elements())) for w, w2, _, _ in differences),
+                        key=len)
             return Check(len(found), ("replacement ignored", *found)) if found else Check(0)
-        a, b = self._bag(translation[original]), self._bag(translation[mutant])
+        t, t2, c, c2 = self._changes(translation[original], translation[mutant])
         checks = []
-        for w, w2 in differences:
-            evidence = tuple(sorted((a - b - w).elements())) + tuple(sorted((b - a - w2).elements()))
+        for w, w2, cw, cw2 in differences:
+            beyond, beyond2 = set(c - cw), set(c2 - cw2)
+            evidence = (tuple(x for x in sorted((t - w).elements()) if beyond.intersection(x))
+                        + tuple(x for x in sorted((t2 - w2).elements()) if beyond2.intersection(x)))
             checks.append(Check(len(evidence), evidence))
-        return min(checks, key=lambda c: c.distance)
+        return min(checks, key=lambda check: check.distance)
 
     def counts(self) -> dict:
         return dict(self._counts)

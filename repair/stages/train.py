@@ -25,14 +25,14 @@ def run(run_dir: Path, data_dir: Path | None, translators: "Translators", model:
     preprocessing keys differ from those model.json was resolved with, its checkpoint is resolved again."""
     from repair.nmt.preprocessing import ModelFiles
 
-    options = translators.preprocessing()  # the translator group's preprocessing keys
     marker = run_dir / "model.json"
-    if marker.exists():
-        saved = read_json(marker)
-        if not isinstance(saved, dict) or not (isinstance(saved.get("files"), dict)
-                                               or isinstance(saved.get("checkpoint"), str)):
-            raise UserError(f"{marker}: names no model (\"checkpoint\": PATH, or \"files\"); delete it to train or "
-                            "load the model again")
+    saved = read_json(marker) if marker.exists() else None
+    if saved is not None and not (isinstance(saved, dict) and (isinstance(saved.get("files"), dict)
+                                                                or isinstance(saved.get("checkpoint"), str))):
+        raise UserError(f"{marker}: names no model (\"checkpoint\": PATH, or \"files\"); delete it to train or "
+                        "load the model again")
+    options = translators.preprocessing()  # the translator group's preprocessing keys
+    if saved is not None:
         again = saved.get("options", options) != options and isinstance(saved.get("checkpoint"), str)
         if saved.get("files") and not again:
             return ModelFiles.from_dict(saved["files"])

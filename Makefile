@@ -29,6 +29,6 @@ demo: install
 # -rs prints why each skipped test skipped (without ../shared/data the real-data tests do; REPAIR_NO_SKIP=1, which
 # .ci/run sets, fails them instead)
 TEST_WORKERS ?= 2
-PYTEST_ARGS := -q -rs -n $(TEST_WORKERS) --dist loadfile
+PYTEST_ARGS := -q -rfEs -n $(TEST_WORKERS) --dist loadfile
 test: install-test
 	$(PYTHON) -m pytest $(PYTEST_ARGS)

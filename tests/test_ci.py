@@ -48,7 +48,7 @@ def test_a_module_skipped_whole_fails_under_ci_too(tmp_path):
 def test_make_test_prints_skip_reasons_and_ci_sets_no_skip(tmp_path):
     commands = subprocess.run(["make", "-n", "test"], cwd=REPO, capture_output=True, text=True, timeout=60).stdout
     pytest_line = [line for line in commands.splitlines() if "-m pytest" in line]
-    assert len(pytest_line) == 1 and " -rs " in pytest_line[0] + " ", commands
+    assert len(pytest_line) == 1 and " -rfEs " in pytest_line[0] + " ", commands
     # .ci/run with a `make` that records how it was called, ahead of the real one on PATH
     fake = tmp_path / "bin"
     fake.mkdir()

@@ -76,7 +76,7 @@ def test_a_model_none_of_us_made_goes_through_the_loop(foreign, tmp_path):
     # as a fairseq user passes it to fairseq-interactive: one tokenizer for both sides
     args = [f"model.checkpoint={foreign['hub']}", "data=parallel", f"data.dir={data}",
             f"purity.input={foreign['sentences']}", "purity.holdout=60", "translator.tokenizer=moses",
-            "review=oracle", *LOOP_SMALL]
+            "review=oracle", "review.projection.enabled=true", *LOOP_SMALL]
     first = loop(args, run_dir)
     assert first.returncode == 2, first.stderr[-3000:]
     assert "zh side: tokenizer moses assumed" in first.stdout + first.stderr  # said at load

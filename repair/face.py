@@ -90,7 +90,7 @@ class Translator(ABC):
 
     def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
                     data_dir: str | Path | None = None) -> dict | None:
-        """Its model and preprocessing checked on a sample before they are tested (repair.nmt.modelcheck's record:
+        """Its model and preprocessing checked on a sample before they are tested (repair.nmt.fairseq.modelcheck's record:
         what was measured, `problems`, `message`, `stop`); None where it has no model to check (a table)."""
         return None
 
@@ -177,8 +177,8 @@ class ModelFamily(ABC):
 
 # The translator group's names of the families in this package; a family elsewhere names itself (`family:`).
 FAMILIES: dict[str, str | type] = {
-    "fairseq": "repair.nmt.family:FairseqFamily",
-    "ctranslate2": "repair.nmt.family:CTranslate2Family",
+    "fairseq": "repair.nmt.fairseq.family:FairseqFamily",
+    "ctranslate2": "repair.nmt.fairseq.family:CTranslate2Family",
     "transformers": "repair.nmt.hf.family:TransformersFamily",
     "ctranslate2-transformers": "repair.nmt.hf.family:TransformersCTranslate2Family",
 }

@@ -16,7 +16,7 @@ import torch
 from repair.errors import UserError
 from repair.examples.moses_bpe import SMALL
 from repair.nmt.preprocessing import detokenize_zh
-from repair.nmt.translator import FairseqTranslator, load_model_files
+from repair.nmt.fairseq.translator import FairseqTranslator, load_model_files
 
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
@@ -75,12 +75,12 @@ def test_translations_are_written_text(hub, example):
 
 def fairseq_interactive(hub: Path, texts: list[str], beam: int) -> list[str]:
     """fairseq's own CLI with the matching --tokenizer/--bpe options (torch's weights-only loader allowlisted
-    for fairseq's checkpoint classes, as repair.nmt.checkpoint does)."""
+    for fairseq's checkpoint classes, as repair.nmt.fairseq.checkpoint does)."""
     args = [str(hub), "--path", str(hub / "model.pt"), "--source-lang", "en", "--target-lang", "zh",
             "--tokenizer", "moses", "--bpe", "subword_nmt", "--bpe-codes", str(hub / "bpecodes"),
             "--beam", str(beam), "--max-len-a", "0", "--max-len-b", "200", "--batch-size", "50", "--buffer-size", "50",
             "--cpu", "--num-workers", "0"]
-    code = ("import sys; from repair.nmt.checkpoint import allow_fairseq_globals; allow_fairseq_globals(); "
+    code = ("import sys; from repair.nmt.fairseq.checkpoint import allow_fairseq_globals; allow_fairseq_globals(); "
             "from fairseq_cli.interactive import cli_main; "
             "sys.argv = ['fairseq-interactive'] + sys.argv[1:]; cli_main()")
     result = subprocess.run([sys.executable, "-c", code, *args], input="".join(t + "\n" for t in texts),
@@ -124,7 +124,7 @@ def test_bad_model_files_are_one_clear_error_each(hub, tmp_path, example):
         load_model_files(bad)
     (bad / "preprocessing.yaml").unlink()
     # the codes path the checkpoint recorded at training time does not exist on this machine either
-    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
 
     state = load_checkpoint(bad / "model.pt")
     state["cfg"]["bpe"]["bpe_codes"] = str(tmp_path / "on-the-training-machine" / "bpecodes")

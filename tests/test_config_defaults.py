@@ -47,10 +47,10 @@ PER_DATA = {"vocab_size", "src_vocab_size", "tgt_vocab_size", "workers"}
 def feeds():
     from repair.data.demo import build_demo
     from repair.data.prepare import prepare_data
-    from repair.nmt.ct2 import CTranslate2Translator
-    from repair.nmt.finetune import finetune_model
-    from repair.nmt.train import train_model
-    from repair.nmt.translator import FairseqTranslator
+    from repair.nmt.fairseq.ct2 import CTranslate2Translator
+    from repair.nmt.fairseq.finetune import finetune_model
+    from repair.nmt.fairseq.train import train_model
+    from repair.nmt.fairseq.translator import FairseqTranslator
     from repair.purity.parsers.spacy import SpacyParser
     from repair.purity.parsers.stanza import StanzaParser
     from repair.purity.relations import ReplaceRelation, RTIRelation

@@ -17,9 +17,9 @@ import torch
 from omegaconf import OmegaConf
 
 from repair.errors import UserError
-from repair.nmt.ct2 import MARKER, CTranslate2Translator, cache_folder
-from repair.nmt.finetune import finetune_model
-from repair.nmt.translator import FairseqTranslator
+from repair.nmt.fairseq.ct2 import MARKER, CTranslate2Translator, cache_folder
+from repair.nmt.fairseq.finetune import finetune_model
+from repair.nmt.fairseq.translator import FairseqTranslator
 from test_nmt import corpus, data_dir, model_files, trained, valid_pairs  # noqa: F401 - fixtures of the tiny model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -64,7 +64,7 @@ def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
     assert out == fairseq_out
     assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
     # few of these texts reach the cap: the next call searches only those again, with the same translations
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
         assert ct2.translate(texts()) == fairseq_out
     assert "fairseq's rule (searched again at the cap)" in caplog.text
 
@@ -80,7 +80,7 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
     # the way is chosen by the share of texts that reached the cap so far: none of 100 makes it the second search
     ct2._cap_counts = (0, 0) if way == "one search" else (100, 0)
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
         assert ct2.translate(sources) == fairseq
     assert f"fairseq's rule ({way})" in caplog.text
     assert "may differ" not in caplog.text
@@ -115,7 +115,7 @@ def test_a_text_still_open_at_the_cap_when_searched_again_is_said(files, fairseq
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
     ct2._cap_counts = (0, 0)
     ct2._ended_before_cap = lambda result: ("unsure", None)  # as if every list were cut where it cannot tell
-    with caplog.at_level(logging.WARNING, logger="repair.nmt.ct2"):
+    with caplog.at_level(logging.WARNING, logger="repair.nmt.fairseq.ct2"):
         assert ct2.translate(sources) == fairseq
     assert "searched again as fairseq searches (patience 1) were still open at the output cap" in caplog.text
 
@@ -124,7 +124,7 @@ def test_float32_with_beam_1_gives_fairseqs_translations(files, caplog):
     """A greedy search (beam 1) at a cap most texts reach: the texts at the cap searched again, as fairseq ends them."""
     options = {**OPTIONS, "beam": 1, "max_len": 3}
     fairseq = FairseqTranslator(files=files, **options).translate(texts())
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
         assert CTranslate2Translator(files=files, compute_type="float32", **options).translate(texts()) == fairseq
     assert "fairseq's rule (searched again at the cap)" in caplog.text
 
@@ -415,7 +415,7 @@ def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, t
     """A model converted beforehand, with its SentencePiece models beside it as OPUS-MT folders have them."""
     import ctranslate2
 
-    from repair.nmt.checkpoint import allow_fairseq_globals
+    from repair.nmt.fairseq.checkpoint import allow_fairseq_globals
 
     allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
 
@@ -477,7 +477,7 @@ def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint
 
 def test_ctranslate2_float32_scores_are_fairseqs(files, fairseq_out):
     """The suggestion step's teacher-forced scores from CTranslate2 (float32): fairseq's, up to rounding."""
-    from repair.nmt.ondemand import ct2_scores
+    from repair.nmt.fairseq.ondemand import ct2_scores
 
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
     sources = texts() * 2

@@ -15,7 +15,7 @@ from repair.data.prepare import (
     read_clean_pairs,
 )
 from repair.errors import UserError
-from repair.nmt.finetune import binarize_pairs
+from repair.nmt.fairseq.finetune import binarize_pairs
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nmt"
 _spec = importlib.util.spec_from_file_location("nmt_corpus", FIXTURES / "corpus.py")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cli_model import build_hub, tatoeba_corpus, tatoeba_pairs
-from repair.nmt.probe import TOLERANCE
+from repair.nmt.fairseq.probe import TOLERANCE
 
 REPO = Path(__file__).resolve().parents[1]
 LOOP_SMALL = ["finetune.lr=3e-3", "finetune.replay=300", "finetune.keep=100", "finetune.patience=30",
@@ -38,7 +38,7 @@ def foreign(tmp_path_factory) -> dict:
 
 
 def test_the_fixture_is_what_a_team_brings(foreign):
-    from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+    from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 
     hub = foreign["hub"]
     assert sorted(p.name for p in hub.iterdir()) == ["README.md", "bpecodes", "dict.en.txt", "dict.zh.txt", "model.pt"]
@@ -52,8 +52,8 @@ def test_the_fixture_is_what_a_team_brings(foreign):
 
 
 def test_the_fine_tune_resets_every_stop_the_base_model_had(foreign, tmp_path):
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.finetune import finetune_config
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.finetune import finetune_config
 
     state = load_checkpoint(foreign["hub"] / "model.pt")
     cfg = finetune_config(state, tmp_path, tmp_path / "ft", foreign["hub"] / "model.pt", lr=1e-3, patience=4,

@@ -229,7 +229,7 @@ def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, 
 
 
 def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fidelity(hf, tmp_path):
-    from repair.nmt.ct2 import MARKER
+    from repair.nmt.fairseq.ct2 import MARKER
     from repair.purity.translators import make_translator
 
     sources = [s for s, _ in short_pairs(hf["corpus"], "test")][:60]

@@ -37,7 +37,7 @@ def sample(joint: dict) -> tuple[list[str], list[tuple[str, str]]]:
 
 
 def test_the_fixture_is_the_third_way(joint):
-    from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+    from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 
     cfg = checkpoint_cfg(load_checkpoint(joint["checkpoint"]))
     assert cfg.bpe is None and cfg.tokenizer is None and cfg.task.data == "bin"  # relative to where it was trained
@@ -48,7 +48,7 @@ def test_the_fixture_is_the_third_way(joint):
 
 
 def test_dictionaries_are_found_in_the_data_folder_the_checkpoint_records(joint, tmp_path):
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.translator import load_model_files
 
     files = load_model_files(joint["checkpoint"])
     assert files.src.dict == str(joint["work"] / "bin" / "dict.en.txt")
@@ -64,7 +64,7 @@ def test_dictionaries_are_found_in_the_data_folder_the_checkpoint_records(joint,
 
 
 def test_recorded_data_folders_absolute_or_beside_the_checkpoint(tmp_path):
-    from repair.nmt.checkpoint import recorded_data_folders
+    from repair.nmt.fairseq.checkpoint import recorded_data_folders
 
     (tmp_path / "run" / "ckpt").mkdir(parents=True)
     (tmp_path / "run" / "ckpt" / "data-bin").mkdir()
@@ -79,7 +79,7 @@ def test_recorded_data_folders_absolute_or_beside_the_checkpoint(tmp_path):
 
 
 def test_without_its_sentencepiece_model_the_check_names_the_key(joint):
-    from repair.nmt.translator import FairseqTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
 
     sentences, pairs = sample(joint)
     record = FairseqTranslator(joint["checkpoint"], beam=2, device="cpu").check_model(sentences, pairs)
@@ -91,7 +91,7 @@ def test_without_its_sentencepiece_model_the_check_names_the_key(joint):
 
 
 def test_a_sentencepiece_model_beside_the_checkpoint_is_tried_and_named(joint, tmp_path):
-    from repair.nmt.translator import FairseqTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
 
     (tmp_path / "ckpt").mkdir()
     shutil.copyfile(joint["checkpoint"], tmp_path / "ckpt" / "checkpoint_best.pt")
@@ -110,7 +110,7 @@ def test_a_sentencepiece_model_beside_the_checkpoint_is_tried_and_named(joint, t
 
 
 def test_with_its_sentencepiece_model_the_check_passes(joint):
-    from repair.nmt.translator import FairseqTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
 
     sentences, pairs = sample(joint)
     t = FairseqTranslator(joint["checkpoint"], beam=2, device="cpu", bpe="sentencepiece",
@@ -182,10 +182,10 @@ def bare_layout(joint: dict, root: Path) -> Path:
 
 def test_the_fine_tunes_probe_tries_subwords_and_names_what_failed(joint, tmp_path):
     from repair.errors import UserError
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.finetune import binarize_pairs
-    from repair.nmt.probe import check_encoding
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.finetune import binarize_pairs
+    from repair.nmt.fairseq.probe import check_encoding
+    from repair.nmt.fairseq.translator import load_model_files
 
     checkpoint = bare_layout(joint, tmp_path / "model")
     files = load_model_files(checkpoint)  # bpe none: the pieces' model not given
@@ -202,10 +202,10 @@ def test_the_fine_tunes_probe_tries_subwords_and_names_what_failed(joint, tmp_pa
 
 
 def test_a_probe_that_measured_nothing_is_not_checked(joint, tmp_path):
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.finetune import binarize_pairs
-    from repair.nmt.probe import check_encoding
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.finetune import binarize_pairs
+    from repair.nmt.fairseq.probe import check_encoding
+    from repair.nmt.fairseq.translator import load_model_files
     from repair.report import finetune_markdown
 
     files = load_model_files(joint["checkpoint"], bpe="sentencepiece", sentencepiece_model=str(joint["spm"]))
@@ -221,10 +221,10 @@ def test_the_fine_tunes_probe_names_the_subwords_the_dictionaries_ask_for(joint,
     """No SentencePiece model anywhere beside the model: no tokenizer brings the loss back (the old hint named one),
     and the dictionaries' shape names the setting and the key of its file."""
     from repair.errors import UserError
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.finetune import binarize_pairs
-    from repair.nmt.probe import check_encoding
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.finetune import binarize_pairs
+    from repair.nmt.fairseq.probe import check_encoding
+    from repair.nmt.fairseq.translator import load_model_files
 
     files = load_model_files(joint["checkpoint"])
     pairs = sample(joint)[1]
@@ -236,7 +236,7 @@ def test_the_fine_tunes_probe_names_the_subwords_the_dictionaries_ask_for(joint,
 
 
 def test_translations_with_markers_or_one_phrase_for_everything_are_far_off():
-    from repair.nmt.modelcheck import translation_measures, translation_problems
+    from repair.nmt.fairseq.modelcheck import translation_measures, translation_problems
 
     garbage = translation_measures(["\u2581 房间里房间里。"] * 30 + ["\u2581 他。"] * 10)
     assert garbage["marked"] == 1.0 and garbage["repeated"] == 0.75 and garbage["distinct"] == 0.05
@@ -249,7 +249,7 @@ def test_translations_with_markers_or_one_phrase_for_everything_are_far_off():
 
 
 def test_a_dictionary_s_shape_against_the_configured_subwords(tmp_path):
-    from repair.nmt.subwords import dictionary_shape, dictionary_symbols, shape_problem
+    from repair.nmt.fairseq.subwords import dictionary_shape, dictionary_symbols, shape_problem
     from repair.nmt.preprocessing import Side
 
     pieces = tmp_path / "dict.pieces.txt"
@@ -266,7 +266,7 @@ def test_a_dictionary_s_shape_against_the_configured_subwords(tmp_path):
 
 
 def test_what_stops_the_test_and_what_is_a_warning():
-    from repair.nmt.modelcheck import stops
+    from repair.nmt.fairseq.modelcheck import stops
 
     loss = {"side": "both", "what": "its validation loss on a sample of 80 pairs is 10.36 where ... 5.49"}
     unknown = {"side": "src", "what": "84% of its en tokens are unknown to dict.en.txt"}

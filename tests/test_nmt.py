@@ -13,10 +13,10 @@ import torch
 
 from repair.data.prepare import prepare_data
 from repair.errors import UserError
-from repair.nmt.checkpoint import load_checkpoint
-from repair.nmt.finetune import finetune_model
-from repair.nmt.train import patience_state, read_curve, train_model
-from repair.nmt.translator import FairseqTranslator
+from repair.nmt.fairseq.checkpoint import load_checkpoint
+from repair.nmt.fairseq.finetune import finetune_model
+from repair.nmt.fairseq.train import patience_state, read_curve, train_model
+from repair.nmt.fairseq.translator import FairseqTranslator
 
 FIXTURES = Path(__file__).parent / "fixtures" / "nmt"
 _spec = importlib.util.spec_from_file_location("nmt_corpus", FIXTURES / "corpus.py")
@@ -49,7 +49,7 @@ def trained(data_dir, tmp_path_factory) -> Path:
 
 
 def model_files(checkpoint, data_dir):
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.translator import load_model_files
 
     return load_model_files(checkpoint, data_dir)
 
@@ -115,7 +115,7 @@ def test_batches_decoded_side_by_side_give_the_same_translations(trained, data_d
 
 def test_empty_long_and_unknown_input_never_crash(translator, caplog):
     long = "the cat sees the dog " * 400
-    with caplog.at_level(logging.WARNING, logger="repair.nmt.translator"):
+    with caplog.at_level(logging.WARNING, logger="repair.nmt.fairseq.translator"):
         out = translator.translate(["", "   ", "The 😀 cat ☃ sees Ω .", long, "\ufeffThe\x07 dog sees the cat ."])
     assert out[0] == "" and out[1] == ""
     assert all(isinstance(o, str) and o for o in out[2:])
@@ -157,7 +157,7 @@ def test_why_a_training_stopped_is_what_fairseq_said(data_dir, tmp_path, monkeyp
     """Read from real fairseq runs: its stop messages (updates, time limit), the last epoch, and `unknown` where
     fairseq ended without a message we know (as a fairseq that words them otherwise would)."""
     from repair.nmt import train
-    from repair.nmt.fairseq_config import training_config
+    from repair.nmt.fairseq.config import training_config
 
     def stopped(name: str, **options) -> dict:
         args = train.train_args(data_dir / "bin", tmp_path / name, {**{k: v for k, v in TINY.items() if k != "name"},
@@ -239,7 +239,7 @@ def test_anchored_finetune_trains_only_what_it_names_and_stays_near_the_base(tra
     """finetune.trainable freezes the other parameters; finetune.l2 pulls the trained ones toward the base."""
     import torch
 
-    from repair.nmt.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
 
     pairs = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。")] * 20 + corpus.pairs(60, seed=1)
 
@@ -363,7 +363,7 @@ def test_checkpoint_with_a_foreign_pickled_object_is_refused(trained, data_dir, 
 def test_resuming_loads_weights_only_whatever_the_environment(tmp_path, monkeypatch):
     from fairseq import checkpoint_utils
 
-    from repair.nmt.checkpoint import force_weights_only
+    from repair.nmt.fairseq.checkpoint import force_weights_only
 
     marker = tmp_path / "code-ran"
     last = tmp_path / "checkpoint_last.pt"
@@ -443,7 +443,7 @@ def test_translate_benchmark_builds_an_architecture_with_random_weights(tmp_path
 
 
 def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(translator):
-    from repair.nmt.constrained import translate_constrained
+    from repair.nmt.fairseq.constrained import translate_constrained
 
     sources = ["The cat sees the dog .", "The teacher likes the clever student .", "The old horse helps the farmer .", ""]
     plain = translator.translate(sources)
@@ -473,7 +473,7 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
     rows = translate_constrained(translator, sources, wanted, beam=4, nbest=2, rows=8, max_lengths=[30, 12, 29, None])
     assert [[h.met for h in o] for o in rows][:3] == [[h.met for h in o] for o in out][:3]
     assert all(p in rows[1][0].text.replace(" ", "") for p in wanted[1])
-    from repair.nmt.constrained import _Job
+    from repair.nmt.fairseq.constrained import _Job
     job = _Job(translator, sources, wanted, beam=4, nbest=2, ordered=True, max_lengths=[30, 12, 29, None], starts=None)
     assert job.by_caps(8) == [[1, 2], [0]]  # positions among the non-empty sources, two beams of 4 rows each
     with pytest.raises(UserError, match="rows"):
@@ -485,7 +485,7 @@ def test_constrained_translation_contains_its_phrases_and_reports_the_unmet(tran
 
 
 def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(translator):
-    from repair.nmt.constrained import encode_phrase, translate_constrained
+    from repair.nmt.fairseq.constrained import encode_phrase, translate_constrained
 
     source = "The teacher likes the clever student ."
     own = translator.translate([source])[0]
@@ -502,7 +502,7 @@ def test_a_phrase_that_begins_the_output_is_spelled_as_the_model_begins_one(tran
 
 
 def test_the_tensor_step_finds_what_the_per_sentence_step_finds(translator, monkeypatch):
-    import repair.nmt.constrained as constrained
+    import repair.nmt.fairseq.constrained as constrained
 
     sources = ["The cat sees the dog .", "The teacher likes the clever student .", "The old horse helps the farmer .",
                "The doctor visits the old friend .", "The red farmer sees the clever teacher ."]
@@ -577,7 +577,7 @@ def test_suggestions_make_each_pair_consistent_with_the_models_own_translations(
 
 
 def test_a_translation_scores_as_the_search_scored_it(trained, data_dir, translator):
-    from repair.nmt.constrained import score_translations, translate_constrained
+    from repair.nmt.fairseq.constrained import score_translations, translate_constrained
 
     sources = ["The cat sees the dog .", "The teacher likes the clever student .", ""]
     best = [h[0] for h in translate_constrained(translator, sources, [[], [], []], beam=4)]

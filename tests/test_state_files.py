@@ -9,7 +9,7 @@ import pytest
 
 from repair.errors import UserError
 from repair.stages import train
-from repair.nmt.finetune import finetune_model
+from repair.nmt.fairseq.finetune import finetune_model
 from repair.nmt.preprocessing import ModelFiles, Side
 
 REPO = Path(__file__).resolve().parents[1]

@@ -67,8 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     sentences = [line for path in paths for line in read_text_lines(path) if line.strip()]
 
-    from repair.nmt.ct2 import convert_checkpoint
-    from repair.nmt.translator import load_model_files
+    from repair.nmt.fairseq.ct2 import convert_checkpoint
+    from repair.nmt.fairseq.translator import load_model_files
     from repair.purity.parsers import make_parser
     from repair.purity.run import TRANSLATIONS, run_purity
     from repair.purity.translators import make_translator, read_table

@@ -56,7 +56,7 @@ def model_config(name: str) -> dict:
     """conf/model/<name>.yaml as a plain dict."""
     from omegaconf import OmegaConf
 
-    from repair.nmt.train import load_model_file
+    from repair.nmt.fairseq.train import load_model_file
 
     path = MODEL_CONFIGS / f"{name}.yaml"
     if not path.is_file():
@@ -69,7 +69,7 @@ def build_model(workdir: Path, source: Path, *, n_test: int, epochs: int, model:
                 random_weights: bool = False, device: str = "auto") -> tuple[Path, Path, list[str]]:
     """A prepared data folder and a trained small model under workdir; returns (checkpoint, data_dir, test texts)."""
     from repair.data.prepare import prepare_data
-    from repair.nmt.train import train_model
+    from repair.nmt.fairseq.train import train_model
 
     data = workdir / "data"
     raw = data / "raw"
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> None:
 
     import torch
 
-    from repair.nmt.translator import FairseqTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
 
     if args.checkpoint is None:
         if not args.source.is_file():
@@ -251,8 +251,8 @@ def run_transformers(args) -> None:
 
 def run_backends(args, checkpoint, data_dir, texts: list[str]) -> None:
     """--backends: each backend on the same model and texts; last line JSON, per backend."""
-    from repair.nmt.ct2 import CTranslate2Translator
-    from repair.nmt.translator import FairseqTranslator, load_model_files
+    from repair.nmt.fairseq.ct2 import CTranslate2Translator
+    from repair.nmt.fairseq.translator import FairseqTranslator, load_model_files
 
     load = [round(x, 2) for x in os.getloadavg()]  # a shared machine: what else ran, as uptime says it
     files = load_model_files(checkpoint, data_dir)

@@ -94,7 +94,7 @@ def build(out: Path, *, source: Path = TATOEBA, epochs: int = 8, merges: int = 6
     from repair.data.prepare import _build_dictionary, binarize_file, clean_text, read_parallel
     from repair.fileio import write_text_atomic
     from repair.nmt.preprocessing import PREPROCESSING_FILE, Codec, Side
-    from repair.nmt.train import train_model
+    from repair.nmt.fairseq.train import train_model
 
     out = Path(out)
     model_dir = out / "model"

@@ -14,7 +14,7 @@ from typing import Sequence
 from repair.errors import UserError
 from repair.fileio import read_json
 
-logger = logging.getLogger("repair.nmt.finetune")
+logger = logging.getLogger(__name__)
 
 
 def pairs_digest(pairs: Sequence[tuple[str, str]]) -> str:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from repair.errors import UserError
-from repair.nmt.checkpoint import recorded_data_folders
+from repair.nmt.fairseq.checkpoint import recorded_data_folders
 
 TOKENIZERS = ("moses", "space", "jieba", "none")
 BPES = ("sentencepiece", "subword_nmt", "fastbpe", "none")

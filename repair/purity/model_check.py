@@ -1,7 +1,7 @@
 """The model check before Purity tests a model, as Purity's command line and the loop's test stage run it.
 
 A translator that has a model to check answers `check_model(sentences, valid_pairs, data_dir)` (repair.face; the
-fairseq, CTranslate2 and transformers translators: repair.nmt.modelcheck); a table of translations answers None. What the check
+fairseq, CTranslate2 and transformers translators: repair.nmt.fairseq.modelcheck); a table of translations answers None. What the check
 finds far off is a warning (`model_check=warn`, Purity's command line) or stops the run before any sentence is
 tested (`stop`, the loop's `purity.model_check`); `off` skips it.
 """

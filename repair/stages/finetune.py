@@ -34,7 +34,7 @@ class FinetuneSettings:
     threads: int | None = None
     replay_target: str = "reference"  # reference | base: replayed sources with the base model's own translation
     exclude: tuple[str, ...] = ()  # sources never fine-tuned on (the held-out sentences)
-    l2: float = 0.0  # pull toward the base model's weights (repair.nmt.anchored)
+    l2: float = 0.0  # pull toward the base model's weights (where the family's fine-tune offers it)
     trainable: tuple[str, ...] = ()  # parameter name prefixes trained; empty: all
     augment: int = 0  # pool sentences per correction that contain its source, translated to carry the correction
     augment_repeat: int = 5  # times each augmented pair appears
@@ -52,7 +52,7 @@ class FinetuneSettings:
     lora_alpha: int = 8
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
-    #                              times the one its checkpoint recorded (0: not checked); repair.nmt.probe
+    #                              times the one its checkpoint recorded (0: not checked)
 
 
 SELECT = ("loss", "corrections")

@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, conversion_folder,
+from repair.nmt.fairseq.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, conversion_folder,
                             cache_folder, cache_problem, file_sha256, read_marker)
 from repair.nmt.ct2_runtime import import_ctranslate2
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve

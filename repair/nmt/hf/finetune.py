@@ -2,7 +2,7 @@
 fine-tune's meaning: a fixed learning rate, validation loss (bits per target token) after every epoch, the epoch of
 the lowest kept as `checkpoint_best/`, patience on it, `max_epoch`, `stop_when(epoch)` after each epoch is saved
 (finetune.select=corrections, with `checkpoint<epoch>/` per epoch), settings.json / finetune.json as
-repair.nmt.finetune writes them (a finished fine-tune returns at once; an unfinished one starts again).
+repair.nmt.fairseq.finetune writes them (a finished fine-tune returns at once; an unfinished one starts again).
 
 An adapter's folder is PEFT's `save_pretrained` (adapter_config.json, adapter_model.safetensors) beside `base.json`,
 the note naming the base model's folder; `adapter="none"` trains every weight and saves a whole model folder (the
@@ -221,7 +221,7 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
                    lora_targets: Sequence[str] = LORA_TARGETS, source_prefix: str | None = None, l2: float = 0.0,
                    trainable: Sequence[str] = (), encoding_check: float | None = None) -> dict:
     """Fine-tune the transformers model `base` (ModelFiles) names on train_pairs into save_dir (see the module).
-    Returns what repair.nmt.finetune.finetune_model returns, with `adapter`, `trained_parameters` and the
+    Returns what repair.nmt.fairseq.finetune.finetune_model returns, with `adapter`, `trained_parameters` and the
     corrections' loss under the base model and the kept checkpoint (`probe_loss_before`, `probe_loss_after`).
     fairseq's l2 and trainable are refused (see unsupported); the encoding check is recorded as not made."""
     import torch

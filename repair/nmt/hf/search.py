@@ -1,5 +1,5 @@
 """Lexically constrained beam search and teacher-forced scoring on a transformers model, driven by the model's
-own decoder step: what suggestions and the review memory ask of a model (repair.nmt.constrained's face:
+own decoder step: what suggestions and the review memory ask of a model (repair.nmt.fairseq.constrained's face:
 `translate_constrained`, `score`, `phrase_tokens`, `tgt_codec`).
 
 transformers 5 has no constrained search that runs offline (its constrained beam search was removed; `force_words_ids`
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from repair.data.prepare import clean_text
-from repair.nmt.constrained import Hypothesis, contains_all
+from repair.nmt.fairseq.constrained import Hypothesis, contains_all
 from repair.text import squash
 
 SPM_SPACE = "\u2581"

@@ -50,7 +50,7 @@ def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:
 
 
 def _as_translator(model):
-    """The loaded fairseq translator the search runs on (repair.nmt.translator imports this module, not the other
+    """The loaded fairseq translator the search runs on (repair.nmt.fairseq.translator imports this module, not the other
     way round: a model's files or checkpoint are loaded by the caller, FairseqTranslator(files=...))."""
     from repair.nmt.preprocessing import ModelFiles
 

@@ -8,7 +8,7 @@ whether that encoding is the one the model was trained on: a target side segment
 loss a little above it. `check_encoding` measures it before any training and, where it is far worse, finds
 which side's preprocessing keys bring it back (`translator.tgt_tokenizer=jieba`, `translator.bpe=sentencepiece
 translator.sentencepiece_model=...` with a model found beside the checkpoint, ...) and stops the run. The model
-check before testing (repair.nmt.modelcheck) measures the same loss on a sample, with the same alternatives.
+check before testing (repair.nmt.fairseq.modelcheck) measures the same loss on a sample, with the same alternatives.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def _model_and_task(state: dict, data: Path, langs: tuple[str, str]):
     from fairseq import checkpoint_utils, tasks
     from omegaconf import open_dict
 
-    from repair.nmt.checkpoint import checkpoint_cfg
+    from repair.nmt.fairseq.checkpoint import checkpoint_cfg
 
     state = dict(state)
     state["cfg"] = copy.deepcopy(checkpoint_cfg(state))  # the caller's configuration stays as it was
@@ -70,7 +70,7 @@ def split_loss(state: dict, data: Path, split: str, langs: tuple[str, str], *, c
     import torch
     from fairseq import utils
 
-    from repair.nmt.checkpoint import checkpoint_cfg
+    from repair.nmt.fairseq.checkpoint import checkpoint_cfg
 
     model, task, cfg = _model_and_task(state, data, langs)
     criterion_cfg = checkpoint_cfg(criterion_state).criterion if criterion_state is not None else cfg.criterion
@@ -95,7 +95,7 @@ def nearby_files(files: ModelFiles, state: dict | None = None, data_dir: str | P
     """Subword models found beside a model: SentencePiece models (*.model) and subword-nmt codes (bpecodes, *codes*)
     in its folder and that folder's parent, in the data folder the checkpoint records (and its parent), and in
     `data_dir` (and its spm/). A few of each, nearest first."""
-    from repair.nmt.checkpoint import checkpoint_cfg, recorded_data_folders
+    from repair.nmt.fairseq.checkpoint import checkpoint_cfg, recorded_data_folders
 
     folder = Path(files.checkpoint).resolve().parent
     recorded = recorded_data_folders(checkpoint_cfg(state), files.checkpoint) if state is not None else []
@@ -188,7 +188,7 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
         hint = ("no other tokenizer or subword setting brings it down: check translator.src_tokenizer / tgt_tokenizer, "
                 "src_bpe / tgt_bpe, src_bpe_codes / tgt_bpe_codes, src_sentencepiece_model / tgt_sentencepiece_model "
                 "and the dictionaries")
-    from repair.nmt.subwords import shape_hint
+    from repair.nmt.fairseq.subwords import shape_hint
 
     shape = None if better else shape_hint(base)
     if shape:
@@ -204,7 +204,7 @@ def encoding_message(base: ModelFiles, measured: float, recorded: float, factor:
 def other_encodings(base: ModelFiles, state: dict, valid_pairs, binarize) -> tuple[list[tuple[float, str]], dict]:
     """The base model's validation loss with one side's (or both sides') tokenizer or subwords changed, lowest
     first, each with its keys; and the alternatives that could not be tried, each with why."""
-    from repair.nmt.subwords import dictionary_shape, dictionary_symbols, shape_problem
+    from repair.nmt.fairseq.subwords import dictionary_shape, dictionary_symbols, shape_problem
 
     langs, tried, failed = (base.src.lang, base.tgt.lang), [], {}
     shapes = {n: dictionary_shape(dictionary_symbols(getattr(base, n).dict)) for n in ("src", "tgt")}

@@ -161,7 +161,7 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
         return folder
     if problem != "missing":
         logger.warning("CTranslate2 cache %s is %s: converting again", folder, problem)
-    from repair.nmt.checkpoint import allow_fairseq_globals, checkpoint_cfg, load_checkpoint
+    from repair.nmt.fairseq.checkpoint import allow_fairseq_globals, checkpoint_cfg, load_checkpoint
     from repair.nmt.preprocessing import checkpoint_facts
 
     allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
@@ -366,7 +366,7 @@ class CTranslate2Translator(Translator):
                 files = cached_model_files(checkpoint, data_dir, cache_dir, preprocessing)
                 valid = files is not None
             if files is None:
-                from repair.nmt.translator import load_model_files
+                from repair.nmt.fairseq.translator import load_model_files
 
                 files = load_model_files(checkpoint, data_dir, **preprocessing)
             path = convert_checkpoint(files, cache_dir, valid=valid)
@@ -486,7 +486,7 @@ class CTranslate2Translator(Translator):
     def check_fidelity(self, texts: Sequence[str]) -> dict:
         """Up to SAMPLE of `texts` translated with fairseq (float32, the same decoding settings) and with each
         candidate compute type; their agreement, kept in the converted model's marker and returned."""
-        from repair.nmt.translator import FairseqTranslator
+        from repair.nmt.fairseq.translator import FairseqTranslator
 
         sample = self.fidelity_sample(texts)
         fairseq = FairseqTranslator(files=self.files, beam=self.beam, max_len=self.max_len, max_len_a=self.max_len_a,
@@ -564,17 +564,17 @@ class CTranslate2Translator(Translator):
         FairseqTranslator (lengths with the end token)."""
         if self.max_source_positions is None:
             return [self.max_len] * len(lengths)
-        from repair.nmt.translator import bucket_width
+        from repair.nmt.fairseq.translator import bucket_width
 
         return [min(int(self.max_len_a * bucket_width(n, self.max_source_positions) + self.max_len_b), self.max_len)
                 for n in lengths]
 
     def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
                     data_dir: str | os.PathLike | None = None) -> dict:
-        """The fairseq model this one was converted from, checked on a sample (repair.nmt.modelcheck): its
+        """The fairseq model this one was converted from, checked on a sample (repair.nmt.fairseq.modelcheck): its
         dictionaries and preprocessing, and its validation loss; the translations are not sampled here (the first
         texts translated are the fidelity check's sample)."""
-        from repair.nmt.modelcheck import check_fairseq_model
+        from repair.nmt.fairseq.modelcheck import check_fairseq_model
 
         if not str(self.files.checkpoint or "").endswith(".pt"):
             return {"checked": False, "problems": [], "why": "no fairseq checkpoint (a model converted elsewhere)"}
@@ -590,10 +590,10 @@ class CTranslate2Translator(Translator):
         why = self.why_no_search()
         if why:
             return None, why
-        from repair.nmt.ondemand import FairseqOnDemand, ct2_scores
+        from repair.nmt.fairseq.ondemand import FairseqOnDemand, ct2_scores
 
         def build():
-            from repair.nmt.translator import FairseqTranslator
+            from repair.nmt.fairseq.translator import FairseqTranslator
 
             return FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
 

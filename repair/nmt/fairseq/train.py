@@ -18,9 +18,9 @@ from typing import Any, Mapping
 from repair.data.prepare import LANGS, SRC, TGT
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_jsonl
-from repair.nmt.checkpoint import force_weights_only, heal_checkpoints
+from repair.nmt.fairseq.checkpoint import force_weights_only, heal_checkpoints
 from repair.nmt.device import set_threads, use_cuda, use_fp16
-from repair.nmt.fairseq_config import fairseq_option_args, training_config
+from repair.nmt.fairseq.config import fairseq_option_args, training_config
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +287,7 @@ def load_model_file(path: str | os.PathLike):
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m repair.nmt.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]`: training alone.
+    """`python -m repair.nmt.fairseq.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]`: training alone.
 
     The command to put behind torchrun for several nodes; on one machine every GPU is used
     without it. key=value pairs override the model config (e.g. max_update=1000 lr=7e-4).
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
 
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) < 3:
-        print("usage: python -m repair.nmt.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]", file=sys.stderr)
+        print("usage: python -m repair.nmt.fairseq.train DATA_DIR SAVE_DIR MODEL.yaml [key=value ...]", file=sys.stderr)
         sys.exit(2)
 
     @exit_on_user_error

@@ -21,12 +21,12 @@ from typing import Callable, Sequence
 from repair.data.prepare import binarize_file, clean_text, load_dictionary
 from repair.errors import UserError
 from repair.fileio import append_jsonl, read_json, write_json_atomic, write_text_atomic
-from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.folders import discard_partial, finished_before, run_settings
 from repair.nmt.preprocessing import Codec, ModelFiles, write_model_folder
-from repair.nmt.probe import DEFAULT_FACTOR, check_encoding, split_loss
-from repair.nmt.train import read_curve, run_training
+from repair.nmt.fairseq.probe import DEFAULT_FACTOR, check_encoding, split_loss
+from repair.nmt.fairseq.train import read_curve, run_training
 
 logger = logging.getLogger(__name__)
 
@@ -72,13 +72,13 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
                     max_epoch: int, seed: int, max_tokens: int | None, cuda: bool, fp16: bool, langs: tuple[str, str],
                     l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False):
     """The base model's own training config, turned into a fine-tuning run with a fixed learning rate;
-    with l2 or trainable, the loss anchored to the base model (repair.nmt.anchored)."""
+    with l2 or trainable, the loss anchored to the base model (repair.nmt.fairseq.anchored)."""
     from omegaconf import open_dict
 
     cfg = checkpoint_cfg(base_state)
     with open_dict(cfg):
         if l2 or trainable:
-            from repair.nmt.anchored import NAME
+            from repair.nmt.fairseq.anchored import NAME
 
             crit = cfg.criterion
             cfg.criterion = {"_name": NAME, "label_smoothing": float(crit.get("label_smoothing", 0.0) or 0.0),
@@ -181,7 +181,7 @@ def finetune_model(
                           langs=(base.src.lang, base.tgt.lang), l2=l2, trainable=tuple(trainable),
                           epoch_checkpoints=epoch_checkpoints)
     if l2 or trainable:
-        import repair.nmt.anchored  # noqa: F401  (registers the criterion with fairseq)
+        import repair.nmt.fairseq.anchored  # noqa: F401  (registers the criterion with fairseq)
     del base_state
     logger.info("fine-tuning %s on %d pairs in %s (lr %g, patience %d, at most %d epochs)",
                 base_checkpoint, len(train_pairs), save_dir, lr, patience, max_epoch)

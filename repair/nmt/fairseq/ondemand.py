@@ -18,7 +18,7 @@ SCORE_BATCH_TOKENS = 2000
 
 
 def ct2_scores(translator, sources: Sequence[str], targets: Sequence[str]) -> list[float]:
-    """What repair.nmt.constrained.score_translations gives with fairseq, from a CTranslate2Translator: the
+    """What repair.nmt.fairseq.constrained.score_translations gives with fairseq, from a CTranslate2Translator: the
     log-probability of each target's tokens and the end token, over their number ** len_penalty; an empty source or
     target scores -inf."""
     out = [-math.inf] * len(sources)

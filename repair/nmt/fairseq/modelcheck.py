@@ -8,7 +8,7 @@ On a sample of the sentences to test (and of the validation split, where there i
 - the dictionaries' shape against the configured subwords: SentencePiece pieces (`▁`), subword-nmt continuations
   (`@@`), or whole words;
 - the share of translations holding subword markers (`▁`, `@@`) or degenerate repetition (`房间里房间里`);
-- where the checkpoint recorded one, the validation loss against it (repair.nmt.probe, on a sample).
+- where the checkpoint recorded one, the validation loss against it (repair.nmt.fairseq.probe, on a sample).
 
 Far off is a problem (`problems`, each with its side); the other subword settings (SentencePiece, subword-nmt, none)
 with the files found beside the model (its folder, the data folder the checkpoint records, their parents), and the
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from repair.nmt.preprocessing import Codec, ModelFiles, Side
-from repair.nmt.subwords import dictionary_shape, dictionary_symbols, shape_advice, shape_problem
+from repair.nmt.fairseq.subwords import dictionary_shape, dictionary_symbols, shape_advice, shape_problem
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,8 @@ def static_measures(files: ModelFiles, sentences: Sequence[str], valid_pairs: Se
 def sample_loss(files: ModelFiles, state: dict, pairs: Sequence[tuple[str, str]]) -> float | None:
     """The model's validation loss (bits per token) on `pairs` encoded with `files` (None: nothing measured)."""
     from repair.errors import UserError
-    from repair.nmt.finetune import binarize_pairs
-    from repair.nmt.probe import split_loss
+    from repair.nmt.fairseq.finetune import binarize_pairs
+    from repair.nmt.fairseq.probe import split_loss
 
     with tempfile.TemporaryDirectory(prefix="modelcheck-") as tmp:
         try:
@@ -116,8 +116,8 @@ def check_fairseq_model(files: ModelFiles, translate: Callable[[list[str]], list
                         data_dir: str | Path | None = None, state: dict | None = None) -> dict:
     """The check of a fairseq model (see the module's doc): what was measured, the problems found and, where there
     are any, the keys that bring the measures back (`hint`) and one message naming the sides and the keys."""
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.probe import recorded_valid_loss
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.probe import recorded_valid_loss
 
     sentences, valid_pairs = sample(sentences), sample(valid_pairs, words=lambda p: p[0])
     record = static_measures(files, sentences, valid_pairs)
@@ -187,10 +187,10 @@ def nothing_fits(files: ModelFiles) -> str:
 
 
 def best_fix(files: ModelFiles, state: dict | None, sentences, valid_pairs, data_dir, record: dict) -> dict:
-    """The other preprocessing (repair.nmt.probe.alternatives) that fits best: no static problem, the lowest loss
+    """The other preprocessing (repair.nmt.fairseq.probe.alternatives) that fits best: no static problem, the lowest loss
     where one is measured (else the fewest unknown tokens); its keys and a sentence saying what it brings back."""
-    from repair.nmt.checkpoint import load_checkpoint
-    from repair.nmt.probe import alternatives, nearby_files
+    from repair.nmt.fairseq.checkpoint import load_checkpoint
+    from repair.nmt.fairseq.probe import alternatives, nearby_files
 
     if state is None and Path(files.checkpoint).is_file():  # for the data folder it records
         state = load_checkpoint(files.checkpoint)

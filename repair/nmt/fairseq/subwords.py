@@ -1,6 +1,6 @@
 """The shape of a fairseq dictionary against the subwords a model is configured with: SentencePiece pieces (`▁`),
-subword-nmt continuations (`@@`), or whole words. Used by the check before testing (repair.nmt.modelcheck) and the
-fine-tune's encoding probe (repair.nmt.probe) alike."""
+subword-nmt continuations (`@@`), or whole words. Used by the check before testing (repair.nmt.fairseq.modelcheck) and the
+fine-tune's encoding probe (repair.nmt.fairseq.probe) alike."""
 
 from __future__ import annotations
 

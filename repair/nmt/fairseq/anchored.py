@@ -46,7 +46,7 @@ class AnchoredCriterion(LabelSmoothedCrossEntropyCriterion):
                 p.requires_grad_(name.startswith(self.prefixes))
         self._anchor = {}
         if self.l2 > 0:
-            from repair.nmt.checkpoint import load_checkpoint
+            from repair.nmt.fairseq.checkpoint import load_checkpoint
 
             base = load_checkpoint(self.anchor_checkpoint)["model"]
             for name, p in model.named_parameters():

@@ -1,6 +1,6 @@
 """The fairseq family (repair.face.ModelFamily): a fairseq checkpoint (.pt, or a model folder holding model.pt),
-translated in-process (repair.nmt.translator) or, converted, with CTranslate2 (repair.nmt.ct2), trained and
-fine-tuned with fairseq (repair.nmt.train, repair.nmt.finetune)."""
+translated in-process (repair.nmt.fairseq.translator) or, converted, with CTranslate2 (repair.nmt.fairseq.ct2), trained and
+fine-tuned with fairseq (repair.nmt.fairseq.train, repair.nmt.fairseq.finetune)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 class FairseqFamily(ModelFamily):
     name = "fairseq"
-    translator_class = "repair.nmt.translator:FairseqTranslator"
+    translator_class = "repair.nmt.fairseq.translator:FairseqTranslator"
     twins = {"transformers": "transformers"}  # a transformers folder given to translator=fairseq
     preprocessing_keys = OPTION_KEYS
     needs_encoded_corpus = True
@@ -31,27 +31,27 @@ class FairseqFamily(ModelFamily):
 
     def train(self, data_dir: Path, checkpoint_dir: Path, model_cfg: Mapping[str, Any], seed: int,
               device: str) -> Path:
-        from repair.nmt.train import train_model
+        from repair.nmt.fairseq.train import train_model
 
         return train_model(data_dir, Path(checkpoint_dir), model_cfg, seed=seed, device=device)
 
     def finetune(self, base: "ModelFiles", pairs: Sequence[tuple[str, str]], valid: Sequence[tuple[str, str]],
                  out: Path, settings: Any, translator: Translator | None, **common: Any) -> dict:
-        from repair.nmt.finetune import finetune_model
+        from repair.nmt.fairseq.finetune import finetune_model
 
         return finetune_model(base, pairs, valid, out, **common)
 
     def probe_loss_after(self, result: Mapping[str, Any], base: "ModelFiles", out: Path) -> float | None:
-        from repair.nmt.checkpoint import load_checkpoint
-        from repair.nmt.finetune import probe_loss
+        from repair.nmt.fairseq.checkpoint import load_checkpoint
+        from repair.nmt.fairseq.finetune import probe_loss
 
         return probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint))
 
     def constrained_search(self, translator: Translator | None, base: "ModelFiles") -> Callable[[list, list], list]:
         """fairseq's constrained search with the loaded translator, or the base checkpoint loaded for it (a
         translator of another runtime, such as CTranslate2, searches nothing)."""
-        from repair.nmt.constrained import translate_constrained
-        from repair.nmt.translator import FairseqTranslator
+        from repair.nmt.fairseq.constrained import translate_constrained
+        from repair.nmt.fairseq.translator import FairseqTranslator
 
         def search(sources: list, constraints: list) -> list:
             model = translator if isinstance(translator, FairseqTranslator) else FairseqTranslator(files=base)
@@ -65,7 +65,7 @@ class CTranslate2Family(FairseqFamily):
     fine-tuned as fairseq's."""
 
     name = "ctranslate2"
-    translator_class = "repair.nmt.ct2:CTranslate2Translator"
+    translator_class = "repair.nmt.fairseq.ct2:CTranslate2Translator"
     twins = {"transformers": "ctranslate2-transformers"}
 
     def check_loop(self, cfg: Mapping[str, Any]) -> None:

@@ -128,7 +128,7 @@ def checkpoint_cfg(state: dict):
     if state.get("cfg") is not None:
         cfg = state["cfg"]
         return cfg if OmegaConf.is_config(cfg) else OmegaConf.create(cfg, flags={"allow_objects": True})
-    from repair.nmt.fairseq_config import hydra_isolated
+    from repair.nmt.fairseq.config import hydra_isolated
 
     with hydra_isolated():
         return convert_namespace_to_omegaconf(state["args"])

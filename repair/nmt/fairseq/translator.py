@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
 from repair.nmt.base import Translator
-from repair.nmt.checkpoint import checkpoint_cfg, load_checkpoint
+from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import torch_device, use_fp16
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing, resolve_model_files
 
@@ -114,8 +114,8 @@ class FairseqTranslator(Translator):
 
     def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
                     data_dir: str | os.PathLike | None = None) -> dict:
-        """The model and its preprocessing checked on a sample of `sentences` and `valid_pairs` (repair.nmt.modelcheck)."""
-        from repair.nmt.modelcheck import check_fairseq_model
+        """The model and its preprocessing checked on a sample of `sentences` and `valid_pairs` (repair.nmt.fairseq.modelcheck)."""
+        from repair.nmt.fairseq.modelcheck import check_fairseq_model
 
         return check_fairseq_model(self.files, self.translate, sentences, valid_pairs, data_dir=data_dir)
 
@@ -128,21 +128,21 @@ class FairseqTranslator(Translator):
         return self, ""
 
     def translate_constrained(self, sources: list[str], constraints: list[list[str]], **options: Any) -> list:
-        """n-best hypotheses per source, each containing its constraints (repair.nmt.constrained)."""
-        from repair.nmt.constrained import translate_constrained
+        """n-best hypotheses per source, each containing its constraints (repair.nmt.fairseq.constrained)."""
+        from repair.nmt.fairseq.constrained import translate_constrained
 
         return translate_constrained(self, sources, constraints, **options)
 
     def phrase_tokens(self, phrase: str, start: bool = False) -> int:
         """Target tokens of a phrase as the constrained search spells it (inside a sentence, or at its `start`)."""
-        from repair.nmt.constrained import encode_phrase
+        from repair.nmt.fairseq.constrained import encode_phrase
 
         ids = encode_phrase(self, phrase, start=start)
         return len(ids) if ids is not None else len(self.tgt_codec.encode_all([phrase])[0].split())
 
     def score(self, sources: list[str], targets: list[str]) -> list[float]:
-        """The model's score of each target as its source's translation (repair.nmt.constrained)."""
-        from repair.nmt.constrained import score_translations
+        """The model's score of each target as its source's translation (repair.nmt.fairseq.constrained)."""
+        from repair.nmt.fairseq.constrained import score_translations
 
         return score_translations(self, sources, targets)
 

@@ -236,7 +236,7 @@ def test_the_fine_tunes_probe_names_the_subwords_the_dictionaries_ask_for(joint,
 
 
 def test_translations_with_markers_or_one_phrase_for_everything_are_far_off():
-    from repair.nmt.fairseq.modelcheck import translation_measures, translation_problems
+    from repair.nmt.modelcheck import translation_measures, translation_problems
 
     garbage = translation_measures(["\u2581 房间里房间里。"] * 30 + ["\u2581 他。"] * 10)
     assert garbage["marked"] == 1.0 and garbage["repeated"] == 0.75 and garbage["distinct"] == 0.05

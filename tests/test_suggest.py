@@ -74,7 +74,7 @@ def test_repeated_spans_are_those_said_twice():
 
 
 def test_a_hypothesis_that_says_a_span_twice_is_passed_over_for_the_next():
-    from repair.nmt.fairseq.constrained import Hypothesis
+    from repair.nmt.search import Hypothesis
     from repair.purity.relations.rti import RTIRelation
     from repair.purity.suggest import Search
 

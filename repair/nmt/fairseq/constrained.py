@@ -17,36 +17,13 @@ import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from repair.text import squash as _squash
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-
-SPM_SPACE = "\u2581"
-
-
-@dataclass(frozen=True)
-class Hypothesis:
-    text: str
-    score: float  # fairseq's: log-probability per token (length-normalized, len_penalty applied)
-    met: bool  # every constraint phrase appears in `text`
-
-
-def contains_all(text: str, phrases: Sequence[str], zh: bool = True) -> bool:
-    """Whether `text` contains every phrase, in order, each after the previous one (ordered constraints)."""
-    text, pos = _squash(text, zh), 0
-    for p in phrases:
-        p = _squash(clean_text(p), zh)
-        if not p:
-            continue
-        at = text.find(p, pos)
-        if at < 0:
-            return False
-        pos = at + len(p)
-    return True
+from repair.nmt.search import SPM_SPACE, Hypothesis, contains_all
+from repair.text import squash
 
 
 def _as_translator(model):
@@ -460,7 +437,7 @@ class _Job:
     def met(self, text: str, phrases: list[str]) -> bool:
         if self.ordered:
             return contains_all(text, phrases, self.zh)
-        return all(_squash(p, self.zh) in _squash(text, self.zh) for p in phrases)
+        return all(squash(p, self.zh) in squash(text, self.zh) for p in phrases)
 
     def run(self, batch: list[int]) -> None:
         import torch

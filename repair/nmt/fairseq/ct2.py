@@ -162,7 +162,7 @@ def convert_checkpoint(files: ModelFiles, cache_dir: str | os.PathLike | None = 
     if problem != "missing":
         logger.warning("CTranslate2 cache %s is %s: converting again", folder, problem)
     from repair.nmt.fairseq.checkpoint import allow_fairseq_globals, checkpoint_cfg, load_checkpoint
-    from repair.nmt.preprocessing import checkpoint_facts
+    from repair.nmt.fairseq.model_files import checkpoint_facts
 
     allow_fairseq_globals()  # the converter loads the checkpoint with torch's weights-only unpickler
     facts = checkpoint_facts(checkpoint_cfg(load_checkpoint(files.checkpoint)))
@@ -209,7 +209,7 @@ def cached_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLik
                        cache_dir: str | os.PathLike | None, preprocessing: dict) -> ModelFiles | None:
     """The model's files resolved with the checkpoint's facts kept in its converted cache (None: no usable
     cache), without loading the checkpoint; the cache is then checked against the files' hashes as always."""
-    from repair.nmt.preprocessing import checkpoint_path, resolve_model_files
+    from repair.nmt.fairseq.model_files import checkpoint_path, resolve_model_files
 
     path = checkpoint_path(checkpoint)
     marker = cache_folder(path, cache_dir) / MARKER

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from repair.errors import UserError
 from repair.face import ModelFamily, Translator
-from repair.nmt.preprocessing import HUB_CHECKPOINT, OPTION_KEYS
+from repair.nmt.preprocessing import OPTION_KEYS
+from repair.nmt.fairseq.model_files import HUB_CHECKPOINT
 
 if TYPE_CHECKING:
     from repair.nmt.preprocessing import ModelFiles

@@ -24,7 +24,8 @@ from repair.fileio import append_jsonl, read_json, write_json_atomic, write_text
 from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.folders import discard_partial, finished_before, run_settings
-from repair.nmt.preprocessing import Codec, ModelFiles, write_model_folder
+from repair.nmt.preprocessing import Codec, ModelFiles
+from repair.nmt.fairseq.model_files import write_model_folder
 from repair.nmt.fairseq.probe import DEFAULT_FACTOR, check_encoding, split_loss
 from repair.nmt.fairseq.train import read_curve, run_training
 

@@ -14,68 +14,29 @@ Far off is a problem (`problems`, each with its side); the other subword setting
 with the files found beside the model (its folder, the data folder the checkpoint records, their parents), and the
 other tokenizers, are then tried, and the one that brings the measures (the loss first) back is named by the keys
 that set it (`hint`). The loop stops before its test stage on a problem that changes what is tested; Purity's
-command line warns (`model_check=stop` makes it fatal). Both backends use it: a fairseq checkpoint (fairseq and
-CTranslate2 translators) with all of it, a transformers folder with its tokenizer's unknown tokens and the
-translations.
+command line warns (`model_check=stop` makes it fatal). The fairseq and CTranslate2 translators of a fairseq
+checkpoint use it; the sample, the thresholds and the translations' measures are shared (repair.nmt.modelcheck) with
+the transformers family's check (repair.nmt.hf.check).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 from pathlib import Path
 from typing import Callable, Sequence
 
+from repair.nmt.modelcheck import LOSS_FACTOR, UNKNOWN_MAX, sample, translation_measures, translation_problems
 from repair.nmt.preprocessing import Codec, ModelFiles, Side
 from repair.nmt.fairseq.subwords import dictionary_shape, dictionary_symbols, shape_advice, shape_problem
 
 log = logging.getLogger(__name__)
-
-SAMPLE = 80            # sentences (and validation pairs) measured
-MAX_WORDS = 60         # longer sentences are left out of the sample
-UNKNOWN_MAX = 0.25     # share of tokens a side's dictionary does not know (a healthy model: a few per cent)
-MARKED_MAX = 0.2       # share of translations holding subword markers
-REPEATED_MAX = 0.5     # share of translations with degenerate repetition ...
-DISTINCT_MIN = 0.5     # ... where fewer than this share of them differ: one phrase for every input (a weak model
-                       # repeats itself too, but says something else for each sentence: the demo's, 38% and 100%)
-LOSS_FACTOR = 1.5      # validation loss at most this times the recorded one (finetune.encoding_check's default)
-SUBWORD_KEYS = ("bpe", "sentencepiece_model", "bpe_codes")
-# a unit of 3 or more characters said twice in a row, or of 2 or more said three times (`房间里房间里`, `我们我们我们`)
-_REPEATED = re.compile(r"(\S{3,}?)\1|(\S{2,}?)\2\2")
-_MARKER = re.compile("\u2581|@@( |$)")
-
-
-
-
-
-
 
 
 def unknown_share(side: Side, symbols: set, texts: Sequence[str]) -> float | None:
     """The share of the tokens `texts` encode to (the side's tokenizer and subwords) that the dictionary lacks."""
     tokens = [t for line in Codec(side).encode_all(texts) for t in line.split()]
     return sum(t not in symbols for t in tokens) / len(tokens) if tokens else None
-
-
-def translation_measures(translations: Sequence[str]) -> dict:
-    """The shares of translations that hold subword markers and that repeat a phrase, and how many differ."""
-    n = len(translations)
-    if not n:
-        return {}
-    marked = [t for t in translations if _MARKER.search(t)]
-    repeated = [t for t in translations if _REPEATED.search(t.replace(" ", ""))]
-    return {"translations": n, "marked": round(len(marked) / n, 3), "repeated": round(len(repeated) / n, 3),
-            "distinct": round(len(set(translations)) / n, 3), "marked_examples": marked[:2],
-            "repeated_examples": repeated[:2]}
-
-
-def sample(texts: Sequence, n: int = SAMPLE, words: Callable = lambda t: t) -> list:
-    """Up to `n` items spread evenly over `texts` (non-empty, at most MAX_WORDS words), in order."""
-    kept = [t for t in texts if words(t).strip() and len(words(t).split()) <= MAX_WORDS]
-    if len(kept) <= n:
-        return kept
-    return [kept[int(k * len(kept) / n)] for k in range(n)]
 
 
 def static_measures(files: ModelFiles, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]]) -> dict:
@@ -141,18 +102,6 @@ def check_fairseq_model(files: ModelFiles, translate: Callable[[list[str]], list
     record["stop"] = stops(record)
     record["message"] = message(files, record) if problems else None
     return record
-
-
-def translation_problems(measures: dict) -> list[dict]:
-    problems = []
-    if measures.get("marked", 0) > MARKED_MAX:
-        problems.append({"side": "tgt", "what": f"{measures['marked']:.0%} of its translations hold subword markers "
-                                                f"(e.g. {measures['marked_examples'][0]!r})"})
-    if measures.get("repeated", 0) > REPEATED_MAX and measures.get("distinct", 1) < DISTINCT_MIN:
-        problems.append({"side": "tgt", "what": f"{measures['repeated']:.0%} of its translations repeat a phrase and "
-                                                f"only {measures['distinct']:.0%} differ (e.g. "
-                                                f"{measures['repeated_examples'][0]!r})"})
-    return problems
 
 
 def stops(record: dict) -> bool:
@@ -225,31 +174,3 @@ def best_fix(files: ModelFiles, state: dict | None, sentences, valid_pairs, data
             "text": f"With {setting} it fits ({measure}): rerun with {setting}"}
 
 
-
-
-
-
-def check_transformers_model(tokenizer, translate: Callable[[list[str]], list[str]], sentences: Sequence[str],
-                             source_prefix: str = "") -> dict:
-    """The check of a transformers folder: the share of source tokens its tokenizer maps to its unknown token, and
-    its translations (markers, repetition). Its tokenizer is its own, so no other setting is tried."""
-    sentences = sample(sentences)
-    record: dict = {"problems": [], "checked": bool(sentences)}
-    unk = getattr(tokenizer, "unk_token_id", None)
-    if sentences and unk is not None:
-        special = set(tokenizer.all_special_ids) - {unk}
-        ids = [i for row in tokenizer([source_prefix + s for s in sentences])["input_ids"] for i in row
-               if i not in special]
-        share = sum(i == unk for i in ids) / len(ids) if ids else 0.0
-        record["src"] = {"unknown": round(share, 3)}
-        if share > UNKNOWN_MAX:
-            record["problems"].append({"side": "src", "what": f"{share:.0%} of its source tokens are unknown to its "
-                                                              f"tokenizer"})
-    if sentences and not record["problems"]:
-        record["translations"] = translation_measures(translate(list(sentences)))
-        record["problems"] += translation_problems(record["translations"])
-    record["stop"] = bool(record["problems"])
-    record["message"] = None if not record["problems"] else (
-        "the model does not read or write text as it was trained to (" +
-        "; ".join(f"{p['side']}: {p['what']}" for p in record["problems"]) + "): check its folder's tokenizer files")
-    return record

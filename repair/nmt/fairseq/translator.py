@@ -14,7 +14,8 @@ from repair.errors import UserError
 from repair.nmt.base import Translator
 from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import torch_device, use_fp16
-from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing, resolve_model_files
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing
+from repair.nmt.fairseq.model_files import resolve_model_files
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class FairseqTranslator(Translator):
         self.beam, self.max_tokens, self.max_sentences, self.max_len = int(beam), int(max_tokens), int(max_sentences), int(max_len)
         preprocessing = given_preprocessing(files, preprocessing)
         if files is None:
-            from repair.nmt.preprocessing import checkpoint_path
+            from repair.nmt.fairseq.model_files import checkpoint_path
 
             state = load_checkpoint(checkpoint_path(checkpoint))
             files = resolve_model_files(checkpoint, data_dir, checkpoint_cfg(state), **preprocessing)
@@ -310,7 +311,7 @@ def bucket_width(length: int, max_positions: int) -> int:
 def load_model_files(checkpoint: str | os.PathLike, data_dir: str | os.PathLike | None = None, **options: Any) -> ModelFiles:
     """A checkpoint (file or model folder) with its dictionaries and preprocessing, resolved as
     repair.nmt.preprocessing says and checked against the checkpoint's embedding sizes."""
-    from repair.nmt.preprocessing import checkpoint_path
+    from repair.nmt.fairseq.model_files import checkpoint_path
 
     state = load_checkpoint(checkpoint_path(checkpoint))
     files = resolve_model_files(checkpoint, data_dir, checkpoint_cfg(state), **options)

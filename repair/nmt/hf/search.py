@@ -1,5 +1,5 @@
 """Lexically constrained beam search and teacher-forced scoring on a transformers model, driven by the model's
-own decoder step: what suggestions and the review memory ask of a model (repair.nmt.fairseq.constrained's face:
+own decoder step: what suggestions and the review memory ask of a model (the face's Searcher:
 `translate_constrained`, `score`, `phrase_tokens`, `tgt_codec`).
 
 transformers 5 has no constrained search that runs offline (its constrained beam search was removed; `force_words_ids`
@@ -19,10 +19,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from repair.data.prepare import clean_text
-from repair.nmt.fairseq.constrained import Hypothesis, contains_all
+from repair.nmt.search import SPM_SPACE, Hypothesis, contains_all
 from repair.text import squash
 
-SPM_SPACE = "\u2581"
 
 
 @dataclass

@@ -95,8 +95,8 @@ class TransformersTranslator(Translator):
 
     def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
                     data_dir: str | os.PathLike | None = None) -> dict:
-        """The folder's tokenizer and translations checked on a sample of `sentences` (repair.nmt.fairseq.modelcheck)."""
-        from repair.nmt.fairseq.modelcheck import check_transformers_model
+        """The folder's tokenizer and translations checked on a sample of `sentences` (repair.nmt.hf.check)."""
+        from repair.nmt.hf.check import check_transformers_model
 
         return check_transformers_model(self.tokenizer, self.translate, sentences, self.source_prefix)
 

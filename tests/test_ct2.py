@@ -64,7 +64,7 @@ def test_float32_gives_fairseqs_translations(files, fairseq_out, caplog):
     assert out == fairseq_out
     assert out[60] == "" and sum(o.endswith("。") for o in out[:60]) >= 55
     # few of these texts reach the cap: the next call searches only those again, with the same translations
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt"):
         assert ct2.translate(texts()) == fairseq_out
     assert "fairseq's rule (searched again at the cap)" in caplog.text
 
@@ -80,7 +80,7 @@ def test_float32_gives_fairseqs_translations_at_the_output_cap(files, fairseq_ou
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
     # the way is chosen by the share of texts that reached the cap so far: none of 100 makes it the second search
     ct2._cap_counts = (0, 0) if way == "one search" else (100, 0)
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt"):
         assert ct2.translate(sources) == fairseq
     assert f"fairseq's rule ({way})" in caplog.text
     assert "may differ" not in caplog.text
@@ -115,7 +115,7 @@ def test_a_text_still_open_at_the_cap_when_searched_again_is_said(files, fairseq
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **options)
     ct2._cap_counts = (0, 0)
     ct2._ended_before_cap = lambda result: ("unsure", None)  # as if every list were cut where it cannot tell
-    with caplog.at_level(logging.WARNING, logger="repair.nmt.fairseq.ct2"):
+    with caplog.at_level(logging.WARNING, logger="repair.nmt"):
         assert ct2.translate(sources) == fairseq
     assert "searched again as fairseq searches (patience 1) were still open at the output cap" in caplog.text
 
@@ -124,7 +124,7 @@ def test_float32_with_beam_1_gives_fairseqs_translations(files, caplog):
     """A greedy search (beam 1) at a cap most texts reach: the texts at the cap searched again, as fairseq ends them."""
     options = {**OPTIONS, "beam": 1, "max_len": 3}
     fairseq = FairseqTranslator(files=files, **options).translate(texts())
-    with caplog.at_level(logging.DEBUG, logger="repair.nmt.fairseq.ct2"):
+    with caplog.at_level(logging.DEBUG, logger="repair.nmt"):
         assert CTranslate2Translator(files=files, compute_type="float32", **options).translate(texts()) == fairseq
     assert "fairseq's rule (searched again at the cap)" in caplog.text
 
@@ -364,7 +364,7 @@ def test_a_gpu_ctranslate2_cannot_compute_on_means_the_cpu_or_a_clear_error(file
     to fail that way; the CPU build's own translator does the rest."""
     import ctranslate2
 
-    from repair.nmt import ct2 as ct2_module
+    from repair.nmt.ct2 import translator as ct2_module
 
     real = ctranslate2.Translator
     tried = []
@@ -506,7 +506,7 @@ def _suggestion_issues(ct2):
 
 
 def test_suggestions_are_the_same_with_ctranslate2s_scores_and_fairseq_loaded_only_to_search(files, monkeypatch):
-    from repair.nmt import translator as fairseq_module
+    from repair.nmt.fairseq import translator as fairseq_module
     from repair.purity.relations.replace import ReplaceRelation
     from repair.purity.relations.rti import RTIRelation
     from repair.purity.suggest import add_suggestions

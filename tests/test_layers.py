@@ -92,7 +92,7 @@ def test_the_stages_and_the_loop_import_no_family_module():
 
 def test_no_family_imports_another_package_s_private_names():
     """A family's package (repair.nmt and the packages below it) takes only public names from outside itself:
-    what families share is public, in a shared module (repair.nmt.folders, repair.nmt.ct2_runtime, repair.text)."""
+    what families share is public, in a shared module (repair.nmt.folders, repair.nmt.ct2.runtime, repair.text)."""
     private = []
     for path in sorted((PACKAGE / "nmt").rglob("*.py")):
         mine = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts[:-1])
@@ -140,3 +140,42 @@ def test_no_import_circles():
         if node not in state:
             visit(node, [node])
     assert circles == []
+
+
+# The model layer's house: each family a package of its own, the shared modules beside them.
+FAMILY_PACKAGES = ("repair.nmt.fairseq", "repair.nmt.hf")
+
+
+def nmt_imports():
+    """(module, line, imported module) for every import of the package's model layer."""
+    for path in sorted((PACKAGE / "nmt").rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        for line, module in imports(ast.parse(path.read_text())):
+            yield name, line, module
+
+
+def family_of(module: str) -> str | None:
+    return next((f for f in FAMILY_PACKAGES if module == f or module.startswith(f + ".")), None)
+
+
+def test_each_family_is_a_package_that_imports_no_other_family():
+    crossing = [f"{name}:{line} imports {module}" for name, line, module in nmt_imports()
+                if family_of(name) and family_of(module) and family_of(module) != family_of(name)]
+    assert crossing == []
+
+
+def test_the_shared_model_modules_import_no_family():
+    """repair.nmt's own modules and the CTranslate2 runtime (repair.nmt.ct2) are what families share: they import
+    none of them."""
+    climbing = [f"{name}:{line} imports {module}" for name, line, module in nmt_imports()
+                if family_of(name) is None and family_of(module)]
+    assert climbing == []
+
+
+def test_every_family_package_exists_and_registers_its_families():
+    from repair.face import FAMILIES
+
+    assert all((PACKAGE.parent / f.replace(".", "/") / "__init__.py").is_file() for f in FAMILY_PACKAGES)
+    homes = {name: family_of(where.partition(":")[0]) for name, where in FAMILIES.items()}
+    assert None not in homes.values() and set(homes.values()) == set(FAMILY_PACKAGES), homes

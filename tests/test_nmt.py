@@ -156,7 +156,7 @@ def test_interrupted_training_resumes_where_it_stopped(data_dir, tmp_path, caplo
 def test_why_a_training_stopped_is_what_fairseq_said(data_dir, tmp_path, monkeypatch):
     """Read from real fairseq runs: its stop messages (updates, time limit), the last epoch, and `unknown` where
     fairseq ended without a message we know (as a fairseq that words them otherwise would)."""
-    from repair.nmt import train
+    from repair.nmt.fairseq import train
     from repair.nmt.fairseq.config import training_config
 
     def stopped(name: str, **options) -> dict:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text, load_dictionary
 from repair.errors import UserError
-from repair.nmt.base import Translator
+from repair.face import Translator
 from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import torch_device, use_fp16
 from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, given_preprocessing

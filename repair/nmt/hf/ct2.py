@@ -20,9 +20,10 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.fairseq.ct2 import (MARKER, MARKER_FORMAT, CTranslate2Translator, conversion_folder,
-                            cache_folder, cache_problem, file_sha256, read_marker)
-from repair.nmt.ct2_runtime import import_ctranslate2
+from repair.nmt.ct2.cache import (MARKER, MARKER_FORMAT, cache_folder, cache_problem, conversion_folder, file_sha256,
+                                  read_marker)
+from repair.nmt.ct2.runtime import import_ctranslate2
+from repair.nmt.ct2.translator import CTranslate2Runtime
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
 
@@ -74,7 +75,7 @@ def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -
     return out
 
 
-class TransformersCT2Translator(CTranslate2Translator):
+class TransformersCT2Translator(CTranslate2Runtime):
     """A transformers folder run with CTranslate2 (see the module): the folder's tokenizer encodes and decodes,
     the target language's token is the target prefix where the model needs one, at most `max_len` new tokens."""
 
@@ -100,8 +101,7 @@ class TransformersCT2Translator(CTranslate2Translator):
             raise UserError("translator=ctranslate2 needs translator.checkpoint=FOLDER")
         self.folder = resolve(path)
         self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
-        self.min_identical, self._fairseq_cap, self.len_penalty = float(min_identical), False, 1.0
-        self.max_len_a, self.max_len_b = 0.0, self.max_len
+        self.min_identical = float(min_identical)
         self.source_prefix = (source_prefix.strip() + " ") if source_prefix else ""
         self._tgt_lang = tgt_lang
         self.tokenizer, self.forced_bos = load_tokenizer(self.folder, tgt_lang)
@@ -131,17 +131,13 @@ class TransformersCT2Translator(CTranslate2Translator):
     def begin(self, texts: list[str]):
         return None
 
-    def check_fidelity(self, texts: Sequence[str]) -> dict:
-        """Up to SAMPLE of `texts` translated by the transformers translator (float32, the same settings) and by
-        each candidate compute type; their agreement, kept in the converted model's marker and returned."""
+    def reference_translations(self, sample: list[str]) -> list[str]:
+        """`sample` translated by the transformers translator (float32, the same settings)."""
         from repair.nmt.hf.translator import TransformersTranslator
 
-        sample = self.fidelity_sample(texts)
-        reference = TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len, fp16=False,
-                                           device=self.kind, threads=self.workers * self.threads,
-                                           tgt_lang=self._tgt_lang,
-                                           source_prefix=self.source_prefix or None).translate(sample)
-        return self.measure_types(sample, reference)
+        return TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len, fp16=False,
+                                      device=self.kind, threads=self.workers * self.threads, tgt_lang=self._tgt_lang,
+                                      source_prefix=self.source_prefix or None).translate(sample)
 
     def _translate(self, texts: Sequence[str]) -> list[str]:
         out = [""] * len(texts)

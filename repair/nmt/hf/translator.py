@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.base import Translator
+from repair.face import Translator
 from repair.nmt.device import torch_device, use_fp16
 from repair.nmt.hf.folder import (Folder, add_adapter, load_model, load_tokenizer, model_files, prepared, resolve,
                                   transformers_folder)

@@ -1,5 +1,4 @@
-"""The CTranslate2 runtime, shared by the families that convert their models for it (repair.nmt.fairseq.ct2 for fairseq's,
-repair.nmt.hf.ct2 for transformers folders): the library imported with one clear message where it is missing."""
+"""The CTranslate2 library, imported with one clear message where it is missing (every family that converts for it)."""
 
 from __future__ import annotations
 

@@ -305,7 +305,7 @@ def suggestions_markdown(s: dict | None) -> list[str]:
                    f"{s['chars_to_edit_without']} from the pre-fill alone "
                    f"({share(s['chars_to_edit_without'] - s['chars_to_edit_with'], s['chars_to_edit_without'])} fewer)")
     if s.get("projected_prefills") or s.get("by_projection"):
-        out.append(f"- Phrase sides pre-filled with the projection of their sentence's earlier correction: "
+        out.append(f"- Phrase sides pre-filled with the projection of their sentence's correction (earlier or in the same issue): "
                    f"{s['projected_prefills']}, {s['projected_equal']} of them the reference as they are; characters "
                    f"to edit from the pre-fill {s['chars_to_edit_without']} against "
                    f"{s['chars_to_edit_without_projection']} without the projections"

@@ -168,6 +168,29 @@ def test_the_page_prefills_the_phrases_of_a_corrected_sentence(tmp_path, trained
     plain.state.store.close()
 
 
+def test_the_page_projects_a_sentence_correction_before_it_is_saved(tmp_path, trained):
+    """/api/project: a draft correction of an issue's sentence, projected onto the phrases cut from it (what the page
+    pre-fills the same issue's phrase sides with); nothing is recorded; a sentence no issue holds is refused."""
+    from starlette.testclient import TestClient
+
+    from repair.review.web import create_app
+
+    app = create_app([WHOLE, PARTS], tmp_path / "review", aligner=trained)
+    client = TestClient(app, base_url="http://127.0.0.1")
+    headers = {"X-Review-Token": app.state.token}
+    r = client.post("/api/project", headers=headers, json={"sentence": SENTENCE, "correction": "我们想要一个白色的椅子。"})
+    assert r.status_code == 200
+    assert {p: x["text"] for p, x in r.json()["projected"].items()} == {"a white chair": "一个白色的椅子",
+                                                                       "white chair": "白色的椅子"}
+    assert client.get("/api/state", headers=headers).json()["projected"] == {}  # a draft: nothing recorded
+    assert app.state.store.stats()["judged"] == 0
+    bad = client.post("/api/project", headers=headers, json={"sentence": "we want a red chair .", "correction": "x"})
+    assert bad.status_code == 400 and "unknown sentence" in bad.json()["error"]
+    assert client.post("/api/project", headers=headers, json=["x"]).status_code == 400
+    assert client.post("/api/project", json={"sentence": SENTENCE, "correction": "x"}).status_code == 403
+    app.state.store.close()
+
+
 def test_the_sheet_suggests_the_projection_on_a_rerun(tmp_path, trained):
     import csv
 
@@ -212,10 +235,11 @@ def test_the_suggestion_figures_count_what_the_projections_prefill(trained):
     agreement = projection_agreement([WHOLE, PARTS], refs, projected)
     assert (agreement["sides"], agreement["equal"], agreement["equal_share"]) == (2, 2, 1.0)
     f = suggestion_figures([WHOLE, PARTS], refs, None, projected)
-    # issue 1 corrects the sentence and its RTI (not pre-filled: the sentence is corrected in the same issue);
+    # issue 1 corrects the sentence, and its RTI is pre-filled at once with the projection of that correction;
     # issue 2's container was corrected in issue 1 (its own earlier correction), its RTI is pre-filled by projection
-    assert (f["wrong_sides"], f["projected_prefills"], f["projected_equal"], f["by_projection"]) == (4, 1, 1, 0)
-    assert f["chars_to_edit_without"] == f["chars_to_edit_without_projection"] - 2  # 白色的书 -> 白色的椅子
+    assert (f["wrong_sides"], f["projected_prefills"], f["projected_equal"], f["by_projection"]) == (4, 2, 2, 0)
+    # 一个白色的书 -> 一个白色的椅子 and 白色的书 -> 白色的椅子: 2 characters each, none typed with the projections
+    assert f["chars_to_edit_without_projection"] - f["chars_to_edit_without"] == 4
 
 
 def test_the_report_says_how_many_sides_were_judged_by_projection():
@@ -234,5 +258,6 @@ def test_the_report_says_how_many_sides_were_judged_by_projection():
     lines = suggestions_markdown({"wrong_sides": 4, "offered": 0, "accepted": 0, "chars_to_edit_with": 4,
                                   "chars_to_edit_without": 4, "by_projection": 0, "projected_prefills": 1,
                                   "projected_equal": 1, "chars_to_edit_without_projection": 6})
-    assert "pre-filled with the projection of their sentence's earlier correction: 1, 1 of them" in lines[1]
+    assert "pre-filled with the projection of their sentence's correction (earlier or in the same issue): 1, 1 of them" \
+        in lines[1]
     assert "4 against 6 without the projections" in lines[1]

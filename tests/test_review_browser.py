@@ -449,3 +449,38 @@ def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path
     corrections = save_the_last_and_finish(page, thread, errors, tmp_path / "review", issues)
     assert {(c["source"], c["correction"]) for c in corrections} == {
         (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色的椅子")}
+
+
+def test_a_phrase_of_the_same_issue_opens_with_the_projection_of_its_sentence_s_correction(browser, tmp_path):
+    """The sentence corrected (not yet saved), the issue's phrase side marked wrong opens with the stretch of that
+    correction its words align to; a phrase side the reviewer typed in is left as typed."""
+    from repair.review.align import PhraseAligner
+    from test_align import PARTS, SENTENCE, WHOLE, small_corpus
+
+    aligner = PhraseAligner.train(small_corpus(), tmp_path / "align")
+    issues = [WHOLE, PARTS]
+    thread, url = serve_in_thread(issues, tmp_path / "review", aligner=aligner)
+    page, errors = open_page(browser, url)
+    kb = page.keyboard
+    kb.press("c")
+    kb.press("e")
+    kb.press("Control+a")
+    kb.type("我们想要一个白色的椅子。")
+    kb.press("Escape")
+    kb.press("r")
+    page.wait_for_function("document.querySelector('#corr-rti').value === '一个白色的椅子'", timeout=30000)
+    assert "align" in page.text_content("#hint-rti")
+    kb.press("1")
+    kb.press("Enter")
+    wait_text(page, "#position", "Issue 2", start=True)
+    kb.press("r")  # issue 2's RTI: pre-filled from the saved sentence; typed over, a new draft leaves it as typed
+    kb.press("e")
+    kb.press("Control+a")
+    kb.type("白色椅子")
+    kb.press("Escape")
+    assert page.input_value("#corr-rti") == "白色椅子"
+    kb.press("c")
+    assert page.input_value("#corr-container") == "一个白色的椅子"
+    corrections = save_the_last_and_finish(page, thread, errors, tmp_path / "review", issues)
+    assert {(c["source"], c["correction"]) for c in corrections} == {
+        (SENTENCE, "我们想要一个白色的椅子。"), ("a white chair", "一个白色的椅子"), ("white chair", "白色椅子")}

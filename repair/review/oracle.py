@@ -166,9 +166,10 @@ def suggestion_figures(issues: list[dict], references: dict[str, str], memory=No
     suggestions are the reference itself (`accepted` as they are), and the characters to edit to reach the
     reference (edit distance, whitespace aside) from what the page offers: `chars_to_edit_with` from the best
     suggestion (else the pre-fill), `chars_to_edit_without` from the pre-fill alone, as the page makes it: an
-    earlier correction of the same source in review order, else the projection of an earlier correction of the
-    sentence the side was cut from (`projected`: {(sentence, phrase): Projection}, the oracle's correction being
-    the reference), else the model's translation. Where an earlier correction or a projection pre-fills the box,
+    earlier correction of the same source in review order, else the projection of the correction of the sentence
+    the side was cut from, in an earlier issue or in this one (the page projects a sentence's correction onto the
+    issue's phrase sides as soon as it is made: the sentence side is corrected first; `projected`: {(sentence,
+    phrase): Projection}, the oracle's correction being the reference), else the model's translation. Where an earlier correction or a projection pre-fills the box,
     that is what the reviewer starts from in both counts. A phrase side without a reference of its own is judged by
     its projection as oracle_review judges it (`by_projection` of the wrong sides). `projected_prefills`: the sides
     a projection pre-filled, `projected_equal` of them the reference as it is, `chars_to_edit_without_projection`:
@@ -184,14 +185,15 @@ def suggestion_figures(issues: list[dict], references: dict[str, str], memory=No
         if not any(refs[s["role"]] and squeeze(s["translation"]) != squeeze(refs[s["role"]]) for s in issue["sides"]):
             continue  # only the sides a review marks wrong: judged, and unlike their reference
         offers, made = side_suggestions(issue, memory), {}
-        for s in issue["sides"]:
+        sentence = issue.get("sentence")
+        for s in sorted(issue["sides"], key=lambda side: side["source"] != sentence):  # the sentence first
             ref = (refs[s["role"]] or "").strip()
             if not ref or squeeze(s["translation"]) == squeeze(ref):
                 continue
             f["wrong_sides"] += 1
             f["by_projection"] += s["role"] in via
             earlier = corrected.get(s["source"])
-            projection = projected.get((issue.get("sentence"), s["source"])) if issue.get("sentence") in corrected \
+            projection = projected.get((sentence, s["source"])) if sentence in corrected or sentence in made \
                 else None
             if earlier is None and projection is not None and projection.text:
                 earlier = projection.text

@@ -190,11 +190,22 @@ def static_routes() -> list[Route]:
             Route("/favicon.ico", lambda request: Response(status_code=204))]
 
 
-def page_offers(issues: list[dict], store: CorrectionStore, memory, aligner):
+def page_offers(issues: list[dict], store: CorrectionStore, memory, prefills: ProjectedPrefills):
     """What the page's answers offer beside the pre-fills: the review memory's suggestions (`memory`) and the
     projections of the corrected sentences onto their phrases (`projected`)."""
-    remembered, projected = PageMemory(memory, issues, store).offers, ProjectedPrefills(aligner, issues)
-    return lambda: {"memory": remembered(), "projected": projected(store.prefill())}
+    remembered = PageMemory(memory, issues, store).offers
+    return lambda: {"memory": remembered(), "projected": prefills(store.prefill())}
+
+
+def parse_projection(body: object, sentences: set[str]) -> tuple[str, str]:
+    """A draft correction of a sentence to project onto its phrases before it is saved: (sentence, correction);
+    BadRequest (400) saying what is wrong with it."""
+    if not isinstance(body, dict) or not isinstance(body.get("sentence"), str) \
+            or not isinstance(body.get("correction"), str):
+        raise BadRequest(400, "a projection request must be a JSON object with 'sentence' and 'correction' texts")
+    if body["sentence"] not in sentences:
+        raise BadRequest(400, "unknown sentence: not the sentence of any issue of this review")
+    return body["sentence"], body["correction"]
 
 
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
@@ -213,7 +224,9 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
     def authorised(request: Request) -> bool:
         return secrets.compare_digest(request.headers.get(TOKEN_HEADER, ""), token)
 
-    offers = page_offers(issues, store, memory, aligner)
+    prefills = ProjectedPrefills(aligner, issues)
+    offers = page_offers(issues, store, memory, prefills)
+    sentences = {i["sentence"] for i in issues if i.get("sentence")}
 
     async def state(request: Request) -> Response:
         if not authorised(request):
@@ -237,6 +250,17 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         # the pre-fills this judgment can change, its sides' sources' (None: withdrawn), not every one
         changed = store.prefill(s["source"] for s in by_id[issue]["sides"])
         return answer({"judgment": j, "stats": store.stats(), "prefill": changed, **offers()})
+
+    async def project(request: Request) -> Response:
+        """The projection of a sentence's correction, not yet saved, onto the phrases cut from it: what the page
+        pre-fills a phrase side of the same issue with as soon as its sentence is corrected (nothing is recorded)."""
+        if not authorised(request):
+            return refused()
+        try:
+            sentence, correction = parse_projection(await read_json_body(request), sentences)
+        except BadRequest as e:
+            return answer({"error": str(e)}, e.status)
+        return answer({"projected": prefills({sentence: correction.strip() or None})})
 
     async def export(request: Request) -> Response:
         if not authorised(request):
@@ -266,6 +290,7 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             *static_routes(),
             Route("/api/state", state),
             Route("/api/judge", judge, methods=["POST"]),
+            Route("/api/project", project, methods=["POST"]),
             Route("/api/export.csv", export),
             Route("/api/finish", finish, methods=["POST"]),
         ],

@@ -112,6 +112,8 @@ function stateOf(i) {
 
 function sideOf(iss, role) { return iss.sides.find((s) => s.role === role); }
 
+function squeeze(text) { return text.replace(/\s+/g, ""); }
+
 function relationInfo(iss) {
   return relations[iss.relation] || { roles: [], evidence: "Tokens behind the distance:" };
 }
@@ -189,6 +191,7 @@ function buildSides(iss) {
       $("status").className = "status " + cls;
       renderRow(current);
     });
+    ta.addEventListener("change", () => projectDraft(current));
     const hint = el("div", "hint");
     hint.id = "hint-" + r.role;
     fix.append(label, ta, hint);
@@ -416,6 +419,42 @@ function toggleWrong(side) {
   }
   d.dirty = true;
   render();
+  projectDraft(current);
+}
+
+// The issue's side whose source is the sentence its other sides were cut from (null: none).
+function sentenceRole(iss) {
+  const s = iss.sentence ? iss.sides.find((x) => x.source === iss.sentence) : null;
+  return s ? s.role : null;
+}
+
+// As soon as the issue's sentence is corrected (not yet saved), each of its phrase sides marked wrong and still
+// as it opened takes the stretch of that correction its words align to: a sentence is corrected once.
+async function projectDraft(index) {
+  const iss = issues[index];
+  const d = draft(index);
+  const sr = sentenceRole(iss);
+  if (!sr || !d.wrong.has(sr)) return;
+  const text = (d.corr[sr] || "").trim();
+  if (!text || squeeze(text) === squeeze(sideOf(iss, sr).translation)) return;
+  const open = (s) => s.role !== sr && d.wrong.has(s.role) && d.from[s.role] === "prefill"
+    && d.corr[s.role] === d.start[s.role] && !prefill[s.source];
+  if (!iss.sides.some(open)) return;
+  let res;
+  try {
+    res = await (await api("/api/project", { sentence: iss.sentence, correction: text })).json();
+  } catch (e) {
+    say("The phrase could not be pre-filled from the sentence's correction (" + e.message + "); edit it (E).", "error");
+    return;
+  }
+  for (const s of iss.sides.filter(open)) {  // not the ones typed in while the projection was made
+    const p = res.projected[s.source];
+    if (!p || !p.text) continue;
+    projected[s.source] = p;
+    d.corr[s.role] = p.text;
+    d.start[s.role] = p.text;
+  }
+  if (index === current) render();
 }
 
 function useSuggestion(role) {
@@ -477,7 +516,6 @@ async function save(andNext) {
   }
   if (d.wrong.size && !d.kind) { say("Pick the kind of error: keys 1 to 5.", "error"); return; }
   for (const s of d.wrong) {
-    const squeeze = (t) => t.replace(/\s+/g, "");
     if (!squeeze(d.corr[s])) { say("Write the corrected translation (E).", "error"); return; }
     if (squeeze(d.corr[s]) === squeeze(sideOf(iss, s).translation)) {
       say("The corrected " + roleInfo(iss, s).label + " translation is still the model's; edit it (E).", "error");

@@ -208,6 +208,40 @@ def parse_projection(body: object, sentences: set[str]) -> tuple[str, str]:
     return body["sentence"], body["correction"]
 
 
+def export_handler(issues: list[dict], store: CorrectionStore, authorised):
+    """GET /api/export.csv: the judgments so far as the review sheet."""
+    async def export(request: Request) -> Response:
+        if not authorised(request):
+            return refused()
+        body = csv_text(sheet_rows(issues, store.latest))
+        headers = {**SECURITY_HEADERS, "Content-Disposition": 'attachment; filename="review.csv"'}
+        return Response(body, media_type="text/csv; charset=utf-8", headers=headers)
+
+    return export
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    return PlainTextResponse("internal error; the server's log says more", status_code=500, headers=SECURITY_HEADERS)
+
+
+def projection_handler(issues: list[dict], prefills: ProjectedPrefills, authorised):
+    """POST /api/project: the projection of a sentence's correction, not yet saved, onto the phrases cut from it:
+    what the page pre-fills a phrase side of the same issue with as soon as its sentence is corrected (nothing is
+    recorded)."""
+    sentences = {i["sentence"] for i in issues if i.get("sentence")}
+
+    async def project(request: Request) -> Response:
+        if not authorised(request):
+            return refused()
+        try:
+            sentence, correction = parse_projection(await read_json_body(request), sentences)
+        except BadRequest as e:
+            return answer({"error": str(e)}, e.status)
+        return answer({"projected": prefills({sentence: correction.strip() or None})})
+
+    return project
+
+
 def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str | None = None,
                host: str = "127.0.0.1", hosts: list[str] | tuple[str, ...] = (), on_finish=None,
                memory=None, aligner=None) -> Starlette:
@@ -226,7 +260,6 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
 
     prefills = ProjectedPrefills(aligner, issues)
     offers = page_offers(issues, store, memory, prefills)
-    sentences = {i["sentence"] for i in issues if i.get("sentence")}
 
     async def state(request: Request) -> Response:
         if not authorised(request):
@@ -251,24 +284,6 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
         changed = store.prefill(s["source"] for s in by_id[issue]["sides"])
         return answer({"judgment": j, "stats": store.stats(), "prefill": changed, **offers()})
 
-    async def project(request: Request) -> Response:
-        """The projection of a sentence's correction, not yet saved, onto the phrases cut from it: what the page
-        pre-fills a phrase side of the same issue with as soon as its sentence is corrected (nothing is recorded)."""
-        if not authorised(request):
-            return refused()
-        try:
-            sentence, correction = parse_projection(await read_json_body(request), sentences)
-        except BadRequest as e:
-            return answer({"error": str(e)}, e.status)
-        return answer({"projected": prefills({sentence: correction.strip() or None})})
-
-    async def export(request: Request) -> Response:
-        if not authorised(request):
-            return refused()
-        body = csv_text(sheet_rows(issues, store.latest))
-        headers = {**SECURITY_HEADERS, "Content-Disposition": 'attachment; filename="review.csv"'}
-        return Response(body, media_type="text/csv; charset=utf-8", headers=headers)
-
     async def finish(request: Request) -> Response:
         if not authorised(request):
             return refused()
@@ -280,18 +295,14 @@ def create_app(issues: list[dict], review_dir: str | os.PathLike, *, token: str 
             on_finish()
         return answer({"stats": stats})
 
-    async def server_error(request: Request, exc: Exception) -> Response:
-        return PlainTextResponse("internal error; the server's log says more", status_code=500,
-                                 headers=SECURITY_HEADERS)
-
     app = Starlette(
         exception_handlers={500: server_error},
         routes=[
             *static_routes(),
             Route("/api/state", state),
             Route("/api/judge", judge, methods=["POST"]),
-            Route("/api/project", project, methods=["POST"]),
-            Route("/api/export.csv", export),
+            Route("/api/project", projection_handler(issues, prefills, authorised), methods=["POST"]),
+            Route("/api/export.csv", export_handler(issues, store, authorised)),
             Route("/api/finish", finish, methods=["POST"]),
         ],
         middleware=[Middleware(SecurityHeaders),

@@ -116,8 +116,10 @@ def test_translator_fairseq_given_a_transformers_folder_serves_it_with_transform
     with initialize_config_dir(str(REPO / "conf"), version_base=None):
         cfg = OmegaConf.to_container(compose("loop", overrides=["translator.beam=2"]).translator, resolve=True)
         ct2 = OmegaConf.to_container(compose("loop", overrides=["translator=ctranslate2"]).translator, resolve=True)
-    t = make_translator(cfg, checkpoint=str(hf["model"]))
+    t = make_translator(cfg, checkpoint=str(hf["model"]), runtime="transformers")
     assert t.name == "transformers" and t.beam == 2
+    auto = make_translator(cfg, checkpoint=str(hf["model"]))  # the family's default runtime: auto
+    assert type(auto).__name__ == "TransformersCT2Translator" and auto.runtime == "auto" and auto.beam == 2
     assert type(make_translator(ct2, checkpoint=str(hf["model"]), device="cpu")).__name__ == "TransformersCT2Translator"
 
 
@@ -145,7 +147,8 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
     sources = [s for s, _ in corrections]
     scope = extended(None, "source", 1.0, str(hf["model"].resolve()), sources[:4])
     (best.parent / SCOPE_FILE).write_text(json.dumps(scope.as_json()), encoding="utf-8")
-    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu"}
+    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu",
+           "runtime": "transformers"}
     edit = served(cfg, make_translator(cfg))
     assert isinstance(edit, ScopedTranslator) and edit.fallback.owner is edit.edited  # one model in memory
     base = make_translator({**cfg, "checkpoint": str(hf["model"])})
@@ -243,7 +246,7 @@ def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fi
     assert marker["from"]["model"] and marker["from"]["adapter"] is None
     again = make_translator(cfg)  # the cache and its fidelity record are used: no conversion, no measuring
     assert again.compute_type == t.compute_type and again.translate(sources) == out
-    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}
+    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers", "runtime": "transformers"}
     base = make_translator(plain).translate(sources)
     float32 = make_translator({**cfg, "compute_type": "float32"})
     # the same search as generate() with early_stopping=True and no end token forced at the cap: the same
@@ -333,7 +336,7 @@ def test_an_adapter_of_a_loaded_base_model_shares_its_weights(hf, tmp_path):
 
     result, corrections = finetuned(hf, tmp_path)
     best = Path(result["best_checkpoint"])
-    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu"}
+    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu", "runtime": "transformers"}
     outside = [s for s, _ in short_pairs(hf["corpus"], "test")][:40] + [s for s, _ in corrections]
     alone_base = TransformersTranslator(hf["model"], beam=3, max_len=30, device="cpu").translate(outside)
     alone_adapter = TransformersTranslator(best, beam=3, max_len=30, device="cpu").translate(outside)

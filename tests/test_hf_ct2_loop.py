@@ -15,11 +15,12 @@ import pytest
 from hf_model import short_pairs
 from test_hf import hf  # noqa: F401  (the tiny models, built once)
 
-# The tiny model's beam search ends otherwise than generate()'s on about a fifth of short texts (the two searches
-# stop differently where the model repeats itself: docs/own-model.md), so no compute type reaches the default 0.98;
-# a trained model of real size is far closer. The bar here lets the tiny model's conversion pass; one that does not
-# compute as transformers does (below) stays far under it.
-BAR = "0.5"
+# The tiny model's beam search ends otherwise than generate()'s on a fifth of short texts and nearly half of the
+# longer ones the loop tests here (the two searches stop differently where the model repeats itself:
+# docs/own-model.md), so no compute type reaches the default 0.98; a trained model of real size is far closer. The bar
+# here lets the tiny model's conversion pass (55-59% identical on this loop's sample); one that does not compute as
+# transformers does (below) stays far under it (0%).
+BAR = "0.3"
 
 
 def loop_inputs(hf: dict, tmp_path: Path) -> tuple[Path, Path]:  # noqa: F811

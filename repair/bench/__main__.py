@@ -9,7 +9,7 @@ from repair.errors import exit_on_user_error
 
 BENCHMARKS = {
     "align": "repair.bench.align",
-    "hf": "repair.bench.hf",
+    "hf": "repair.bench.hf_opus",
     "parse": "repair.bench.parse",
     "purity": "repair.bench.purity",
     "resume": "repair.bench.resume",

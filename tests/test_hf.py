@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_model import VERSION, build_m2m100, build_marian, build_nllb, short_pairs
+from hf_model import VERSION, build_m2m100, build_marian, build_nllb, loop_inputs, short_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -157,7 +157,8 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
     assert edit.split(sources[:4]) == [True] * 4 and not any(edit.split(outside + sources[4:]))
     assert edit.translate(sources[:4]) == edit.edited.translate(sources[:4])
     assert edit.edited.translate(outside) != base.translate(outside)  # the adapter does change translations
-    merged = make_translator({**cfg, "name": "ctranslate2", "checkpoint": str(best), "compute_type": "float32",
+    merged = make_translator({**cfg, "name": "ctranslate2", "runtime": None, "checkpoint": str(best),
+                              "compute_type": "float32",
                               "cache_dir": str(tmp_path / "ct2")})  # CTranslate2: the adapter merged into its model
     assert json.loads((merged.model_path / "converted.json").read_text())["from"]["adapter"]
     # CTranslate2's beam search is generate()'s with early_stopping=True and no end token forced at the cap (the
@@ -198,17 +199,7 @@ def test_fairseq_only_fine_tune_options_are_refused_for_a_transformers_model(hf,
 
 @pytest.mark.slow
 def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, tmp_path):
-    sentences = tmp_path / "sentences.en"
-    # longer sentences: their noun phrases are what Purity tests (Tatoeba's short ones hold few)
-    pairs = [p for p in short_pairs(hf["corpus"], "test", max_words=25) if len(p[0].split()) >= 8][:70]
-    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for split, n in (("train", 3000), ("valid", 60), ("test", 100)):
-        for lang in ("en", "zh"):
-            lines = (hf["corpus"] / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (corpus / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    sentences, corpus = loop_inputs(hf["corpus"], tmp_path, 70, (3000, 60, 100))
     run_dir = tmp_path / "run"
     args = [f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}", f"run_dir={run_dir}",
             f"purity.input={sentences}", "purity.holdout=15", "model.threads=2", "translator.max_len=40",

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_model import short_pairs
+from hf_model import loop_inputs, short_pairs
 from test_hf import hf  # noqa: F401  (the tiny models, built once)
 
 # The tiny model's beam search ends otherwise than generate()'s on a fifth of short texts and nearly half of the
@@ -23,25 +23,10 @@ from test_hf import hf  # noqa: F401  (the tiny models, built once)
 BAR = "0.3"
 
 
-def loop_inputs(hf: dict, tmp_path: Path) -> tuple[Path, Path]:  # noqa: F811
-    """30 Tatoeba sentences of 8 words or more (their references beside them) and a small parallel corpus."""
-    sentences = tmp_path / "sentences.en"
-    pairs = [p for p in short_pairs(hf["corpus"], "test", max_words=25) if len(p[0].split()) >= 8][:30]
-    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for split, n in (("train", 2000), ("valid", 40), ("test", 60)):
-        for lang in ("en", "zh"):
-            lines = (hf["corpus"] / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (corpus / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
-    return sentences, corpus
-
-
 def test_the_loop_tests_and_verifies_a_transformers_model_and_its_adapter_through_ctranslate2(hf, tmp_path):  # noqa: F811
     from repair.bench.stage import run_until
 
-    sentences, corpus = loop_inputs(hf, tmp_path)
+    sentences, corpus = loop_inputs(hf["corpus"], tmp_path, 30, (2000, 40, 60))
     run_dir, cache = tmp_path / "run", tmp_path / "ct2"
     run_until(run_dir, "report", [
         "translator=transformers", f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}",

@@ -84,8 +84,8 @@ def finetuning(folder: Path, pairs: list[tuple[str, str]], args) -> dict:
         for adapter in ("lora", "none"):
             job = {"folder": str(folder), "pairs": pairs, "out": f"{tmp}/{adapter}", "epochs": args.ft_epochs,
                    "adapter": adapter, "threads": args.threads}
-            written = folder_mb(Path(tmp) / adapter / "checkpoint_best")
-            out[adapter] = {**in_process(FINETUNE, job), "written_mb": written}
+            figures = in_process(FINETUNE, job)
+            out[adapter] = {**figures, "written_mb": folder_mb(Path(tmp) / adapter / "checkpoint_best")}
     out["base_mb"] = folder_mb(folder)
     return out
 

@@ -8,7 +8,7 @@
   imported, and the most resident memory the fine-tune added, sampled every 10 ms: on a tiny model the libraries are
   most of the peak), trained parameters and the size of what it writes.
 
-The last line is JSON.
+The last line is JSON. `python -m repair.bench hf` (repair/bench/hf_opus.py) measures the same at OPUS-MT's size.
 """
 
 from __future__ import annotations

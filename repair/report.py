@@ -84,6 +84,8 @@ def cycle_summary(c: dict, threshold) -> dict:
         "by_relation": {name: {"issues": issues_at(f, threshold), "issues_per_threshold": f["issues"]}
                         for name, f in (after.get("by_relation") or {}).items()},
     }
+    if after.get("translator"):  # the fine-tuned model's translator (its runtime, where the family has several)
+        out["translator_finetuned"] = after["translator"]
     out.update(
         fixed=verify["fixes"]["fixed"],
         fix_rate=verify["fixes"]["fix_rate"],
@@ -174,15 +176,29 @@ def plot(run_dir: Path, cycles: list[dict], thresholds: list) -> dict:
     return plots
 
 
-def translator_markdown(translator: dict) -> list[str]:
-    """The compute type a CTranslate2 translator tested with, and how its translations agree with its model's own
-    translator's (fairseq's, or transformers')."""
+def runtimes(translator: dict) -> list[str]:
+    """Which runtime translated, where a translator says (a transformers model: ctranslate2, or transformers and
+    why), a scoped edit's models each."""
+    if "edited" in translator:
+        return [f"{role}: {r}" for role in ("edited", "fallback") for r in runtimes(translator.get(role) or {})]
+    if not translator.get("runtime"):
+        return []
+    return [translator["runtime"] + (f" ({translator['why']})" if translator.get("why") else "")]
+
+
+def translator_markdown(translator: dict, finetuned: dict | None = None) -> list[str]:
+    """The runtime that translated, the compute type a CTranslate2 translator tested with, and how its translations
+    agree with its model's own translator's (fairseq's, or transformers')."""
+    lines = []
+    for who, record in (("the model tested", translator), ("the fine-tuned model", finetuned or {})):
+        if runtimes(record):
+            lines.append(f"- Runtime of {who}: {'; '.join(runtimes(record))}")
     f = translator.get("fidelity")
     if not f:
-        return []
+        return lines
     from repair.purity.translators import fidelity_line
 
-    return [f"- Translator {translator['name']}, {fidelity_line(f)}"]
+    return [*lines, f"- Translator {translator['name']}, {fidelity_line(f)}"]
 
 
 def model_origin(model: dict) -> str:
@@ -239,7 +255,7 @@ def markdown(report: dict) -> str:
         lines.append(f"- New Purity issues the base model did not have (regressions): {r['purity']['after']['regressions']}")
     lines += suggestions_markdown(r["review"].get("suggestions"))
     lines += projection_markdown(r["review"])
-    lines += translator_markdown(r.get("translator") or {})
+    lines += translator_markdown(r.get("translator") or {}, r.get("translator_finetuned"))
     notes = r.get("review_notes") or {}
     superseded = notes.get("superseded") if isinstance(notes, dict) else None
     if superseded:

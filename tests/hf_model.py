@@ -28,6 +28,23 @@ def short_pairs(corpus: Path, split: str, max_words: int = 12) -> list[tuple[str
     return [(e, z) for e, z in zip(en, zh) if len(e.split()) <= max_words]
 
 
+def loop_inputs(corpus: Path, out: Path, n: int, sizes: tuple[int, int, int]) -> tuple[Path, Path]:
+    """For the loop on the tiny model: `n` test sentences of 8 to 25 words (their noun phrases are what Purity tests;
+    Tatoeba's short ones hold few) with their references beside them (X.zh, for review=oracle), and out/corpus/ with
+    the first `sizes` lines of the train, valid and test splits."""
+    sentences = out / "sentences.en"
+    pairs = [p for p in short_pairs(corpus, "test", max_words=25) if len(p[0].split()) >= 8][:n]
+    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
+    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
+    data = out / "corpus"
+    data.mkdir()
+    for split, count in zip(("train", "valid", "test"), sizes):
+        for lang in ("en", "zh"):
+            lines = (corpus / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:count]
+            (data / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return sentences, data
+
+
 def train_spm(lines: list[str], prefix: Path, vocab: int, coverage: float) -> Path:
     import sentencepiece as spm
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hf_model import VERSION, build_m2m100, build_marian, build_nllb, short_pairs
+from hf_model import VERSION, build_m2m100, build_marian, build_nllb, loop_inputs, short_pairs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -116,8 +116,10 @@ def test_translator_fairseq_given_a_transformers_folder_serves_it_with_transform
     with initialize_config_dir(str(REPO / "conf"), version_base=None):
         cfg = OmegaConf.to_container(compose("loop", overrides=["translator.beam=2"]).translator, resolve=True)
         ct2 = OmegaConf.to_container(compose("loop", overrides=["translator=ctranslate2"]).translator, resolve=True)
-    t = make_translator(cfg, checkpoint=str(hf["model"]))
+    t = make_translator(cfg, checkpoint=str(hf["model"]), runtime="transformers")
     assert t.name == "transformers" and t.beam == 2
+    auto = make_translator(cfg, checkpoint=str(hf["model"]))  # the family's default runtime: auto
+    assert type(auto).__name__ == "TransformersCT2Translator" and auto.runtime == "auto" and auto.beam == 2
     assert type(make_translator(ct2, checkpoint=str(hf["model"]), device="cpu")).__name__ == "TransformersCT2Translator"
 
 
@@ -145,7 +147,8 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
     sources = [s for s, _ in corrections]
     scope = extended(None, "source", 1.0, str(hf["model"].resolve()), sources[:4])
     (best.parent / SCOPE_FILE).write_text(json.dumps(scope.as_json()), encoding="utf-8")
-    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu"}
+    cfg = {"name": "transformers", "checkpoint": str(tmp_path / "ft"), "beam": 3, "max_len": 30, "device": "cpu",
+           "runtime": "transformers"}
     edit = served(cfg, make_translator(cfg))
     assert isinstance(edit, ScopedTranslator) and edit.fallback.owner is edit.edited  # one model in memory
     base = make_translator({**cfg, "checkpoint": str(hf["model"])})
@@ -154,7 +157,8 @@ def test_a_lora_fine_tune_is_a_small_adapter_and_its_scoped_edit_is_the_base_mod
     assert edit.split(sources[:4]) == [True] * 4 and not any(edit.split(outside + sources[4:]))
     assert edit.translate(sources[:4]) == edit.edited.translate(sources[:4])
     assert edit.edited.translate(outside) != base.translate(outside)  # the adapter does change translations
-    merged = make_translator({**cfg, "name": "ctranslate2", "checkpoint": str(best), "compute_type": "float32",
+    merged = make_translator({**cfg, "name": "ctranslate2", "runtime": None, "checkpoint": str(best),
+                              "compute_type": "float32",
                               "cache_dir": str(tmp_path / "ct2")})  # CTranslate2: the adapter merged into its model
     assert json.loads((merged.model_path / "converted.json").read_text())["from"]["adapter"]
     # CTranslate2's beam search is generate()'s with early_stopping=True and no end token forced at the cap (the
@@ -195,17 +199,7 @@ def test_fairseq_only_fine_tune_options_are_refused_for_a_transformers_model(hf,
 
 @pytest.mark.slow
 def test_the_loop_on_a_marian_folder_with_the_oracle_on_sentence_references(hf, tmp_path):
-    sentences = tmp_path / "sentences.en"
-    # longer sentences: their noun phrases are what Purity tests (Tatoeba's short ones hold few)
-    pairs = [p for p in short_pairs(hf["corpus"], "test", max_words=25) if len(p[0].split()) >= 8][:70]
-    sentences.write_text("".join(s + "\n" for s, _ in pairs), encoding="utf-8")
-    sentences.with_suffix(".zh").write_text("".join(z + "\n" for _, z in pairs), encoding="utf-8")
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    for split, n in (("train", 3000), ("valid", 60), ("test", 100)):
-        for lang in ("en", "zh"):
-            lines = (hf["corpus"] / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
-            (corpus / f"{split}.{lang}").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    sentences, corpus = loop_inputs(hf["corpus"], tmp_path, 70, (3000, 60, 100))
     run_dir = tmp_path / "run"
     args = [f"model.checkpoint={hf['model']}", "data=parallel", f"data.dir={corpus}", f"run_dir={run_dir}",
             f"purity.input={sentences}", "purity.holdout=15", "model.threads=2", "translator.max_len=40",
@@ -243,7 +237,7 @@ def test_ctranslate2_on_a_transformers_folder_converts_it_once_and_checks_its_fi
     assert marker["from"]["model"] and marker["from"]["adapter"] is None
     again = make_translator(cfg)  # the cache and its fidelity record are used: no conversion, no measuring
     assert again.compute_type == t.compute_type and again.translate(sources) == out
-    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers"}
+    plain = {k: v for k, v in cfg.items() if k != "cache_dir"} | {"name": "transformers", "runtime": "transformers"}
     base = make_translator(plain).translate(sources)
     float32 = make_translator({**cfg, "compute_type": "float32"})
     # the same search as generate() with early_stopping=True and no end token forced at the cap: the same
@@ -333,7 +327,7 @@ def test_an_adapter_of_a_loaded_base_model_shares_its_weights(hf, tmp_path):
 
     result, corrections = finetuned(hf, tmp_path)
     best = Path(result["best_checkpoint"])
-    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu"}
+    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu", "runtime": "transformers"}
     outside = [s for s, _ in short_pairs(hf["corpus"], "test")][:40] + [s for s, _ in corrections]
     alone_base = TransformersTranslator(hf["model"], beam=3, max_len=30, device="cpu").translate(outside)
     alone_adapter = TransformersTranslator(best, beam=3, max_len=30, device="cpu").translate(outside)

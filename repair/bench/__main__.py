@@ -1,4 +1,4 @@
-"""`python -m repair.bench {align,parse,purity,resume,scale,translate} [options]`: run one benchmark, last line JSON."""
+"""`python -m repair.bench {align,hf,parse,purity,resume,scale,translate} [options]`: run one benchmark, last line JSON."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from repair.errors import exit_on_user_error
 
 BENCHMARKS = {
     "align": "repair.bench.align",
+    "hf": "repair.bench.hf_opus",
     "parse": "repair.bench.parse",
     "purity": "repair.bench.purity",
     "resume": "repair.bench.resume",

@@ -8,7 +8,7 @@
   imported, and the most resident memory the fine-tune added, sampled every 10 ms: on a tiny model the libraries are
   most of the peak), trained parameters and the size of what it writes.
 
-The last line is JSON.
+The last line is JSON. `python -m repair.bench hf` (repair/bench/hf_opus.py) measures the same at OPUS-MT's size.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 from repair.errors import UserError
+
 
 FINETUNE = """
 import json, os, resource, sys, threading, time
@@ -79,18 +80,12 @@ def translation(folder: Path, texts: list[str], args) -> dict:
 def finetuning(folder: Path, pairs: list[tuple[str, str]], args) -> dict:
     """LoRA and all weights, each fine-tuned in a process of its own on the same pairs for --ft-epochs."""
     out = {}
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
-                                                        os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory(prefix="repair-bench-ft-") as tmp:
         for adapter in ("lora", "none"):
             job = {"folder": str(folder), "pairs": pairs, "out": f"{tmp}/{adapter}", "epochs": args.ft_epochs,
                    "adapter": adapter, "threads": args.threads}
-            done = subprocess.run([sys.executable, "-c", FINETUNE, json.dumps(job, ensure_ascii=False)], env=env,
-                                  capture_output=True, text=True)
-            if done.returncode != 0:
-                raise UserError(f"the {adapter} fine-tune failed: {done.stderr.strip().splitlines()[-1:]}")
-            out[adapter] = {**json.loads(done.stdout.strip().splitlines()[-1]),
-                            "written_mb": folder_mb(Path(tmp) / adapter / "checkpoint_best")}
+            figures = in_process(FINETUNE, job)
+            out[adapter] = {**figures, "written_mb": folder_mb(Path(tmp) / adapter / "checkpoint_best")}
     out["base_mb"] = folder_mb(folder)
     return out
 
@@ -117,3 +112,18 @@ def run(args, texts: list[str], pairs: list[tuple[str, str]]) -> None:
     print(json.dumps({"checkpoint": str(folder), "texts": len(texts), "beam": args.beam, "threads": args.threads,
                       "load_average_before": load, "translation": tr, "finetune": ft,
                       "seconds": round(time.perf_counter() - start, 1)}, ensure_ascii=False))
+
+
+def child_env() -> dict:
+    """The environment of a benchmark's own process: this checkout's package first."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                                         os.environ.get("PYTHONPATH", "")])}
+
+
+def in_process(script: str, job: dict) -> dict:
+    """`script` run in a Python process of its own with `job` (JSON); the JSON its last line prints."""
+    done = subprocess.run([sys.executable, "-c", script, json.dumps(job, ensure_ascii=False)], env=child_env(),
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UserError(f"a benchmark process failed: {done.stderr.strip().splitlines()[-3:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])

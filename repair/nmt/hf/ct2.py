@@ -8,6 +8,14 @@ CTranslate2's beam search (float32) gives generate()'s translations with early_s
 at the cap; the transformers translator's generate() goes on past `beam` ended hypotheses (early_stopping=False) and
 forces the end token at the cap, so the two differ where that changes the best hypothesis (the fidelity check's
 figure; tests/test_hf.py).
+
+`runtime="auto"` (`translator=transformers`, the transformers family's default): CTranslate2 where the fidelity check
+allows (a compute type gives at least `min_identical` of the sample's translations as the transformers translator
+does), else the transformers translator itself (in-process, batched by length): where no compute type reaches the bar,
+or where the model cannot be converted or loaded (an architecture the converter does not know, a cache folder that
+cannot be written). The switch is logged as a warning and `describe()` says which runtime translated and why.
+`runtime="ctranslate2"` (`translator=ctranslate2` on a transformers folder) always uses CTranslate2: the closest
+compute type below the bar, with a warning.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
@@ -26,6 +34,9 @@ from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
+
+if TYPE_CHECKING:
+    from repair.nmt.hf.translator import TransformersTranslator
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +86,16 @@ def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -
     return out
 
 
+RUNTIMES = ("auto", "ctranslate2", "transformers")  # translator.runtime of a transformers folder
+# keys of the converted model's translator that the in-process one has no use for (dropped with runtime=transformers)
+CT2_ONLY = ("compute_type", "min_identical", "cache_dir", "sample", "fairseq_cap", "max_len_a", "max_len_b")
+
+
 class TransformersCT2Translator(CTranslate2Runtime):
     """A transformers folder run with CTranslate2 (see the module): the folder's tokenizer encodes and decodes,
-    the target language's token is the target prefix where the model needs one, at most `max_len` new tokens."""
+    the target language's token is the target prefix where the model needs one, at most `max_len` new tokens.
+    `runtime`: ctranslate2, or auto (the transformers translator where the fidelity check fails: `fallback`, built
+    with `fp16` and `max_sentences`, which CTranslate2 does not use)."""
 
     name = "ctranslate2"
     extra_options = (*UNUSED, "fairseq_cap", "max_len_a", "max_len_b")  # fairseq's output cap: max_len alone here
@@ -87,7 +105,8 @@ class TransformersCT2Translator(CTranslate2Runtime):
                  tgt_lang: str | None = None, cache_dir: str | os.PathLike | None = None, beam: int = 5,
                  max_tokens: int = 4000, max_len: int = 200, compute_type: str | None = None,
                  min_identical: float = 0.98, sample: Sequence[str] | None = None, device: str = "auto",
-                 threads: int | None = None, workers: int | None = None, **unused: Any):
+                 threads: int | None = None, workers: int | None = None, runtime: str = "ctranslate2",
+                 fp16: bool | str = "auto", max_sentences: int = 128, **unused: Any):
         ctranslate2 = import_ctranslate2()
         refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b", "data_dir",
                                                                  "workers")}, self.name)
@@ -96,6 +115,8 @@ class TransformersCT2Translator(CTranslate2Runtime):
                             f"positive")
         if not 0 <= float(min_identical) <= 1:
             raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
+        if runtime not in RUNTIMES[:2]:
+            raise UserError(f"translator.runtime={runtime}: one of {', '.join(RUNTIMES)}")
         path = checkpoint if checkpoint is not None else (files.checkpoint if files is not None else None)
         if path is None:
             raise UserError("translator=ctranslate2 needs translator.checkpoint=FOLDER")
@@ -104,42 +125,109 @@ class TransformersCT2Translator(CTranslate2Runtime):
         self.min_identical = float(min_identical)
         self.source_prefix = (source_prefix.strip() + " ") if source_prefix else ""
         self._tgt_lang = tgt_lang
+        self.runtime, self.fallback, self.runtime_why, self._reference = runtime, None, None, None
+        self.kind, self._searching = "cpu", (None, None)  # the device's kind once placed; the searches' translator
+        self._in_process = {"device": device, "threads": threads, "fp16": fp16, "max_sentences": max_sentences}
         self.tokenizer, self.forced_bos = load_tokenizer(self.folder, tgt_lang)
         self._prefix = [self.tokenizer.convert_ids_to_tokens(self.forced_bos)] if self.forced_bos is not None else None
-        self.files, self.model_path = model_files(self.folder), convert_folder(self.folder, cache_dir)
+        self.files = model_files(self.folder)
         self.checkpoint = self.files.checkpoint
-        self._place(ctranslate2, device, threads, workers, compute_type)
         self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
+        try:
+            self.model_path = convert_folder(self.folder, cache_dir)
+        except UserError as e:  # an architecture the converter does not know, a cache that cannot be written
+            if runtime != "auto":
+                raise
+            self._fall_back(f"CTranslate2 cannot serve it ({e})")
+            return
+        self._place(ctranslate2, device, threads, workers, compute_type)
         self._begin_fidelity(read_marker(self.model_path), sample, compute_type)
 
     @property
     def fidelity_key(self) -> str:
         return f"{self.kind} beam={self.beam} max_len={self.max_len} transformers"
 
+    # ------------------------------------------------------------------ which runtime translates
+
+    def in_process(self, fp16: bool | str) -> "TransformersTranslator":
+        """The transformers translator of the same folder and decoding settings."""
+        from repair.nmt.hf.translator import TransformersTranslator
+
+        options = {**self._in_process, "fp16": fp16}
+        return TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len,
+                                      max_tokens=self.max_tokens, tgt_lang=self._tgt_lang,
+                                      source_prefix=self.source_prefix or None, **options)
+
+    def _use(self, record: dict) -> None:
+        """The compute type the fidelity record allows (CTranslate2Runtime._use); with runtime=auto and no compute
+        type given, the transformers translator where none reaches translator.min_identical."""
+        super()._use(record)
+        reference, self._reference = self._reference, None
+        f = self.fidelity
+        if self.runtime == "auto" and not self._explicit and f.get("checked") and f["identical"] < self.min_identical:
+            self._fall_back(f"the fidelity check: the closest compute type, {f['compute_type']}, gave "
+                            f"{f['identical']:.1%} of {f['sample']} sample translations as the transformers "
+                            f"translator does, below translator.min_identical={self.min_identical}", reference)
+
+    def _fall_back(self, why: str, reference=None) -> None:
+        """The transformers translator translates from now on (`reference`, the fidelity check's, where it is the one
+        that would be built: float32)."""
+        from repair.nmt.device import use_fp16
+
+        self.runtime_why, self.name, self.model = why, "transformers", None
+        gpu = str(self._in_process["device"]).startswith("cuda") or self.kind == "cuda"
+        same = reference is not None and not use_fp16(self._in_process["fp16"], gpu)
+        self.fallback = reference if same else self.in_process(self._in_process["fp16"])
+        logger.warning("%s: %s; translated by the transformers runtime instead (in-process, batched by length)",
+                       self.folder.path, why)
+
+    def describe(self) -> dict:
+        return {"name": self.name, "runtime": "transformers" if self.fallback is not None else "ctranslate2",
+                "runtime_asked": self.runtime, "why": self.runtime_why, "folder": str(self.folder.path),
+                "adapter": str(self.folder.adapter) if self.folder.adapter else None,
+                "compute_type": None if self.fallback is not None else self.compute_type, "fidelity": self.fidelity}
+
+    def check_model(self, sentences: Sequence[str], valid_pairs: Sequence[tuple[str, str]] = (),
+                    data_dir: str | os.PathLike | None = None) -> dict:
+        """The folder's tokenizer and translations checked on a sample of `sentences` (repair.nmt.hf.check); these
+        translations are the first, so the fidelity check's sample too."""
+        from repair.nmt.hf.check import check_transformers_model
+
+        return check_transformers_model(self.tokenizer, self.translate, sentences, self.source_prefix)
+
     def why_no_search(self) -> str | None:
         return None
 
     def searcher(self, beam: int):
         """CTranslate2 has no lexical constraints: the transformers model this one was converted from searches."""
+        if self.fallback is not None:
+            return self.fallback.searcher(beam)
         from repair.nmt.hf.translator import TransformersTranslator
 
-        t = TransformersTranslator(self.folder.path, beam=beam, max_len=self.max_len, device=self.kind,
-                                   threads=self.threads * self.workers, tgt_lang=self._tgt_lang,
-                                   source_prefix=self.source_prefix or None)
-        return t.searcher(beam)[0], f", transformers on the {self.name} model's folder"
+        if self._searching[0] != beam:  # loaded once for the searches of a run
+            self._searching = (beam, TransformersTranslator(
+                self.folder.path, beam=beam, max_len=self.max_len, device=self.kind,
+                threads=self.threads * self.workers, tgt_lang=self._tgt_lang, source_prefix=self.source_prefix or None))
+        return self._searching[1].searcher(beam)[0], f", transformers on the {self.name} model's folder"
+
+    def without_edit(self, fallback: str):
+        return self.fallback.without_edit(fallback) if self.fallback is not None else None
+
+    def with_adapter(self, path: str):
+        """An adapter of this model, added to the transformers translator where that translates this model."""
+        return self.fallback.with_adapter(path) if self.fallback is not None else None
 
     def begin(self, texts: list[str]):
         return None
 
     def reference_translations(self, sample: list[str]) -> list[str]:
-        """`sample` translated by the transformers translator (float32, the same settings)."""
-        from repair.nmt.hf.translator import TransformersTranslator
-
-        return TransformersTranslator(self.folder.path, beam=self.beam, max_len=self.max_len, fp16=False,
-                                      device=self.kind, threads=self.workers * self.threads, tgt_lang=self._tgt_lang,
-                                      source_prefix=self.source_prefix or None).translate(sample)
+        """`sample` translated by the transformers translator (float32, the same settings), kept for a fallback."""
+        self._reference = self.in_process(False)
+        return self._reference.translate(sample)
 
     def _translate(self, texts: Sequence[str]) -> list[str]:
+        if self.fallback is not None:  # the fidelity check failed on the first texts: translated by transformers
+            return self.fallback.translate(list(texts))
         out = [""] * len(texts)
         cleaned = [clean_text(t or "") for t in texts]
         todo = [i for i, t in enumerate(cleaned) if t]

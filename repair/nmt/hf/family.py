@@ -19,6 +19,27 @@ class TransformersFamily(ModelFamily):
     translator_class = "repair.nmt.hf.translator:TransformersTranslator"
     model_help = ("a transformers folder as save_pretrained writes it; names on the Hugging Face hub are not fetched: "
                   "download the model on a connected machine and give its folder")
+    runtime = "auto"  # where the group sets no translator.runtime: CTranslate2 where its fidelity check allows
+
+    def translator(self, cfg: Mapping[str, Any], **overrides: Any) -> Translator:
+        """The translator of the group's `runtime` (else this family's): `transformers` in-process; `ctranslate2` the
+        model converted; `auto` converted where the fidelity check allows, else in-process (repair.nmt.hf.ct2)."""
+        from repair.errors import UserError
+        from repair.nmt.hf.ct2 import CT2_ONLY, RUNTIMES
+        from repair.registry import build
+
+        overrides = dict(overrides)
+        runtime = overrides.pop("runtime", None) or cfg.get("runtime") or self.runtime
+        if runtime not in RUNTIMES:
+            raise UserError(f"translator.runtime={runtime}: one of {', '.join(RUNTIMES)}")
+        options = {k: v for k, v in cfg.items() if k not in ("family", "runtime")}
+        if runtime == "transformers":  # the converted model's keys have no meaning in-process
+            options = {k: v for k, v in options.items() if k not in CT2_ONLY}
+            overrides = {k: v for k, v in overrides.items() if k not in CT2_ONLY}
+            return build("translator", {options.get("name"): "repair.nmt.hf.translator:TransformersTranslator"},
+                         options, **overrides)
+        return build("translator", {options.get("name"): "repair.nmt.hf.ct2:TransformersCT2Translator"}, options,
+                     runtime=runtime, **overrides)
 
     def owns(self, path: str | Path) -> bool:
         return transformers_folder(path)
@@ -65,3 +86,4 @@ class TransformersCTranslate2Family(TransformersFamily):
 
     name = "ctranslate2-transformers"
     translator_class = "repair.nmt.hf.ct2:TransformersCT2Translator"
+    runtime = "ctranslate2"  # asked for by name: CTranslate2 whatever the fidelity check finds (with a warning)

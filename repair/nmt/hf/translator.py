@@ -86,7 +86,8 @@ class TransformersTranslator(Translator):
             self.max_len = positions - 1
 
     def describe(self) -> dict:
-        return {"name": self.name, "folder": str(self.folder.path), "base": str(self.folder.base),
+        return {"name": self.name, "runtime": "transformers", "folder": str(self.folder.path),
+                "base": str(self.folder.base),
                 "adapter": str(self.folder.adapter) if self.folder.adapter else None, "beam": self.beam,
                 "max_len": self.max_len, "forced_bos_token_id": self.forced_bos,
                 "source_prefix": self.source_prefix.strip() or None}

@@ -85,8 +85,9 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
     return changed
 
 
-# finetune keys that only an adapter fine-tune reads: a run folder written before they existed resumes
-ADDED_LATER = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets")
+# finetune keys added later (most read only by an adapter fine-tune): a run folder written before them resumes
+ADDED_LATER = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets",
+               "finetune.lora_lr", "finetune.loss_rise")
 
 
 class StopAfter(Exception):

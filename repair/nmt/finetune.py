@@ -97,6 +97,9 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
         o = cfg.optimization  # every stop the base model's training had is reset: the fine-tune has its own
         o.max_epoch, o.max_update, o.lr, o.stop_min_lr = int(max_epoch), 0, [float(lr)], -1.0
         o.stop_time_hours = 0  # else the base model's cumulative training time ends the fine-tune at once
+        # an update per batch: a base trained with --update-freq N would give a fine-tune of a few hundred pairs N times
+        # fewer updates per epoch (a joint model's, N = 2: 3 updates an epoch, nothing learnt in 20 epochs)
+        o.update_freq = [1]
         cfg.lr_scheduler = {"_name": "fixed", "force_anneal": None, "lr_shrink": 0.1, "warmup_updates": 0, "lr": [float(lr)]}
         if cfg.optimizer is not None and "lr" in cfg.optimizer:
             cfg.optimizer.lr = [float(lr)]

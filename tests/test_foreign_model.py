@@ -182,7 +182,8 @@ def test_the_stop_rule_goes_on_while_more_corrections_are_fixed(tmp_path):
     result = rule.explained({"best_checkpoint": "x", "curve": [], "stop": {"reason": "stop_when", "epoch": 12}})
     assert result["stop"]["reason"] == "patience" and result["stop"]["rule"]["fixed"] == 7
     why = with_warnings(result, tmp_path, None, settings, 14)["stop"]["why"]
-    assert why == ("patience: no lower validation loss and no more corrections fixed for 3 epochs (finetune.patience); "
+    assert why == ("patience: no lower validation loss, no more corrections fixed and no fewer of their characters "
+                   "missing for 3 epochs (finetune.patience); "
                    "7 of the 14 corrections fixed at epoch 12")
     fixed[9] = 14  # the fix rate at epoch 9
     assert rule.reason(rule.rows(9)) == "fix_rate"

@@ -179,6 +179,7 @@ def finetune_model(
     data, checked = checked_data(base, base_state, save_dir, train_pairs, valid_pairs, probe_pairs, encoding_check)
     cuda = use_cuda(device)
     set_threads(threads, cuda)
+    max_tokens = max_tokens or small_batches(base_state, data, (base.src.lang, base.tgt.lang))
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
                           seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=use_fp16(fp16, cuda),
                           langs=(base.src.lang, base.tgt.lang), l2=l2, trainable=tuple(trainable),
@@ -205,10 +206,32 @@ def finetune_model(
         "curve": curve,
         "seconds": round(time.time() - start, 2),
         "stop": stop,
+        **({"max_tokens": max_tokens} if max_tokens else {}),
         **checked,
     }
     write_json_atomic(result_path, result)
     return result
+
+
+MIN_UPDATES = 4  # updates an epoch of a fine-tune has at least (small_batches)
+
+
+def small_batches(base_state: dict, data: Path, langs: tuple[str, str], updates: int = MIN_UPDATES) -> int | None:
+    """The batch size (max_tokens) that gives an epoch of the fine-tune's training split at least `updates` updates,
+    where the base model's own batches would give fewer (None: the base model's). A fine-tune of a few corrections
+    and no replay fits one batch of a model trained in large ones: one update an epoch, nothing learnt in 20."""
+    from fairseq.data import data_utils
+
+    base = checkpoint_cfg(base_state).dataset.max_tokens
+    sizes = []
+    for lang in langs:  # copied while the dataset is open: its sizes are a view of a file it unmaps when closed
+        dataset = data_utils.load_indexed_dataset(str(data / f"train.{langs[0]}-{langs[1]}.{lang}"), None)
+        sizes.append([int(n) for n in dataset.sizes])
+        del dataset
+    longest = [max(a, b) for a, b in zip(*sizes)]
+    if not base or not longest or sum(longest) >= updates * base:
+        return None
+    return max(sum(longest) // updates, max(longest))
 
 
 def checked_data(base: ModelFiles, base_state: dict, save_dir: Path, train_pairs, valid_pairs, probe_pairs,

@@ -294,9 +294,9 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
         stop["why"] = (f"fix rate reached: epoch {stop.get('epoch')} fixes at least {settings.select_fix_rate:.0%} of "
                        f"the {corrections} corrections (finetune.select_fix_rate)")
     elif reason == "patience" and rule:
-        stop["why"] = (f"patience: no lower validation loss and no more corrections fixed for {settings.patience} "
-                       f"epochs (finetune.patience); {rule['fixed']} of the {corrections} corrections fixed at epoch "
-                       f"{rule['epoch']}")
+        stop["why"] = (f"patience: no lower validation loss, no more corrections fixed and no fewer of their "
+                       f"characters missing for {settings.patience} epochs (finetune.patience); {rule['fixed']} of the "
+                       f"{corrections} corrections fixed at epoch {rule['epoch']}")
     elif reason == "patience":
         stop["why"] = f"patience: no lower validation loss for {settings.patience} epochs (finetune.patience)"
     elif reason == "loss_rise":
@@ -419,17 +419,24 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
 
 def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translator_for) -> Callable[[int], int]:
     """How many corrections the checkpoint of an epoch (out/checkpoint<epoch>.pt) translates as corrected,
-    each epoch counted once."""
+    each epoch counted once; its `missing(epoch)`: the corrections' characters its translations lack in all (the
+    bag-of-words distance verify_fixes measures), which falls while corrections are learnt before any is fixed."""
     from repair.stats import verify_fixes
 
-    sources, counted = [c["source"] for c in corrections], {}
+    sources, counted, missing = [c["source"] for c in corrections], {}, {}
 
     def fixed(epoch: int) -> int:
         if epoch not in counted:
             model = base.with_checkpoint(epoch_model(out, epoch))
-            counted[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+            fixes = verify_fixes(corrections, translator_for(model).translate(sources))
+            counted[epoch], missing[epoch] = fixes["fixed"], sum(r["distance"] for r in fixes["rows"])
         return counted[epoch]
 
+    def missing_at(epoch: int) -> int:
+        fixed(epoch)
+        return missing[epoch]
+
+    fixed.missing = missing_at  # type: ignore[attr-defined]
     return fixed
 
 
@@ -453,7 +460,8 @@ class StopRule:
     """finetune.select=corrections: the fine-tune's stop_when, asked after each epoch is saved. It stops at the first
     epoch that fixes select_fix_rate of the corrections (`fix_rate`: the epoch select_by_corrections keeps); at
     `patience` epochs in a row that brought neither a lower validation loss nor more corrections fixed than any epoch
-    before (`patience`); or at an epoch whose validation loss is more than `loss_rise` above the lowest so far
+    before, nor fewer of the corrections' characters missing from their translations (`patience`); or at an epoch
+    whose validation loss is more than `loss_rise` above the lowest so far
     (`loss_rise`). A fine-tune whose validation loss rises from its first epoch while its corrections are still being
     learnt goes on: patience on the loss alone would end it short of the fix rate. The family's own patience is off
     (it is counted here); `max_epoch` still bounds it. The validation losses are read from out/curve.jsonl, which
@@ -474,7 +482,9 @@ class StopRule:
         for r in curve if curve is not None else (read_jsonl(path) if path.is_file() else []):
             if r.get("valid_loss") is not None:
                 valid[int(r["epoch"])] = float(r["valid_loss"])
-        return [{"epoch": e, "valid_loss": v, "fixed": self.fixed(e)} for e, v in sorted(valid.items())
+        missing = getattr(self.fixed, "missing", None)
+        return [{"epoch": e, "valid_loss": v, "fixed": self.fixed(e),
+                 **({"missing": missing(e)} if missing else {})} for e, v in sorted(valid.items())
                 if e <= last and epoch_model(self.out, e).exists()]
 
     def reason(self, rows: list[dict]) -> str | None:
@@ -487,10 +497,14 @@ class StopRule:
         lowest = min(r["valid_loss"] for r in rows)
         if s.loss_rise and rows[-1]["valid_loss"] > (1 + s.loss_rise) * lowest:
             return "loss_rise"
-        best_loss, best_fixed, since = math.inf, -1, 0
+        best = {"valid_loss": math.inf, "fixed": -math.inf, "missing": math.inf}
+        since = 0
         for r in rows:
-            since = 0 if r["valid_loss"] < best_loss or r["fixed"] > best_fixed else since + 1
-            best_loss, best_fixed = min(best_loss, r["valid_loss"]), max(best_fixed, r["fixed"])
+            better = r["valid_loss"] < best["valid_loss"] or r["fixed"] > best["fixed"] or \
+                r.get("missing", math.inf) < best["missing"]
+            since = 0 if better else since + 1
+            best = {"valid_loss": min(best["valid_loss"], r["valid_loss"]), "fixed": max(best["fixed"], r["fixed"]),
+                    "missing": min(best["missing"], r.get("missing", math.inf))}
         return "patience" if s.patience and since >= s.patience else None
 
     def explained(self, result: dict) -> dict:

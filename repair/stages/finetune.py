@@ -52,7 +52,8 @@ class FinetuneSettings:
     adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
     lora_alpha: int = 8
-    lora_lr: float | None = 1e-2  # adapter=lora: the adapter's learning rate (None: lr, as every weight's)
+    lora_lr: float | None = None  # adapter=lora: the adapter's learning rate (None: lr, as every weight's; a run folder
+    #                               from before the key); conf/finetune/default.yaml sets 1e-2
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
     #                              times the one its checkpoint recorded (0: not checked); repair.nmt.probe
@@ -122,7 +123,7 @@ def adapter_settings(ft: dict) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"finetune.{key}={value!r}: give a whole number, 1 or more")
         out[key] = value
-    lora_lr = ft.get("lora_lr", FinetuneSettings.lora_lr)
+    lora_lr = ft.get("lora_lr")
     if lora_lr is not None and (isinstance(lora_lr, bool) or not isinstance(lora_lr, (int, float)) or lora_lr <= 0):
         raise UserError(f"finetune.lora_lr={lora_lr!r}: give the adapter's learning rate, above 0, or null (finetune.lr)")
     out["lora_lr"] = None if lora_lr is None else float(lora_lr)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Sequence
 
-from repair.purity.check import bow_distance, squeeze  # noqa: F401 (squeeze: where the review and measures find it)
+from repair.purity.check import bow_distance, same_translation, squeeze  # noqa: F401 (squeeze: where the review and measures find it)
 
 
 def edit_distance(a: str, b: str) -> int:
@@ -27,13 +27,14 @@ def verify_fixes(corrections: list[dict], translations: list[str], unit: str = "
     """Compare the fine-tuned model's translations of the corrected sources with the corrections.
 
     `translations[i]` is the new translation of `corrections[i]["source"]`. A correction is fixed
-    when the new translation equals it, and fixed within d when the bag-of-words distance of the
+    when the new translation equals it (whitespace and character width aside: repair.purity.check.same_translation),
+    and fixed within d when the bag-of-words distance of the
     correction against the new translation (the correction's tokens it lacks, Purity's measure)
     is at most `threshold`.
     """
     rows = []
     for c, new in zip(corrections, translations, strict=True):
-        fixed = squeeze(new) == squeeze(c["correction"])
+        fixed = same_translation(new, c["correction"])
         rows.append(
             {
                 "source": c["source"],

@@ -119,11 +119,11 @@ def test_a_model_none_of_us_made_goes_through_the_loop(foreign, tmp_path):
     assert enc["checked"] and enc["base_valid_loss"] <= TOLERANCE * enc["recorded_valid_loss"] and "tried" not in enc
     # it trained past the base model's time limit, and says why it stopped, as fairseq said it or as it counted
     stop = ft["stop"]
-    assert ft["epochs"] > 1 and stop["reason"] in ("fix_rate", "patience", "max_epoch"), stop
+    assert ft["epochs"] > 1 and stop["reason"] in ("fix_rate", "patience", "loss_rise", "max_epoch"), stop
     if stop["reason"] == "max_epoch":
         assert stop["epoch"] == 30 == ft["epochs"]  # finetune.max_epoch
-    elif stop["reason"] == "patience":
-        assert stop["message"].startswith("early stop since valid performance")
+    elif stop["reason"] in ("patience", "loss_rise"):  # counted by the stage's stop rule (finetune.select=corrections)
+        assert stop["rule"]["epoch"] == stop["epoch"] == ft["epochs"]
     else:  # the epoch that fixed the corrections ended it (measured: epoch 8, 14 corrections)
         assert stop["epoch"] == ft["epochs"] and stop["message"] == f"stopped after epoch {ft['epochs']}"
     assert report["fix_rate"] >= 0.9, (report["fixed"], report["corrections"])
@@ -157,3 +157,39 @@ def test_a_fine_tune_that_never_validated_or_learnt_nothing_is_a_warning(tmp_pat
     fixed = with_warnings({"best_checkpoint": "x", "curve": [{"epoch": 2, "valid_loss": 3.0}], "stop":
                            {"reason": "stop_when", "epoch": 2}}, tmp_path, None, settings, 3)
     assert fixed["warnings"] == [] and fixed["stop"]["reason"] == "fix_rate" and "epoch 2" in fixed["stop"]["why"]
+
+
+def test_the_stop_rule_goes_on_while_more_corrections_are_fixed(tmp_path):
+    """finetune.select=corrections: the validation loss rising from the first epoch (the hub model's, measured: 5.88 to
+    6.40 in 16 epochs while 1 to 14 of 14 corrections were fixed) does not end the fine-tune while epochs fix more
+    corrections; `patience` epochs with neither a lower loss nor more fixed do, and so does a loss `loss_rise` above its
+    lowest; each says why in the report's words."""
+    from repair.fileio import append_jsonl
+    from repair.stages.finetune import FinetuneSettings, StopRule, with_warnings
+
+    settings = FinetuneSettings(lr=1e-3, patience=3, max_epoch=20, repeat=1, replay=0, keep=0, seed=1,
+                                select="corrections", loss_rise=0.25)
+    fixed = {1: 1, 2: 2, 3: 2, 4: 3, 5: 4, 6: 5, 7: 5, 8: 5, 9: 7, 10: 7, 11: 7, 12: 7}
+    rule = StopRule(tmp_path, [{}] * 14, settings, fixed.__getitem__)
+    said = {}
+    for epoch in range(1, 13):
+        (tmp_path / f"checkpoint{epoch}.pt").write_bytes(b"")
+        append_jsonl(tmp_path / "curve.jsonl", {"epoch": epoch, "valid_loss": 5.88 + 0.04 * epoch})  # as fairseq logs
+        append_jsonl(tmp_path / "curve.jsonl", {"epoch": epoch, "train_loss": 4.0 - 0.1 * epoch})  # its train row apart
+        said[epoch] = rule(epoch)
+    # patience 3 on the loss alone stops after epoch 4; the rule goes on to 3 epochs after the last more fixed (9)
+    assert [e for e, stop in said.items() if stop] == [12]
+    result = rule.explained({"best_checkpoint": "x", "curve": [], "stop": {"reason": "stop_when", "epoch": 12}})
+    assert result["stop"]["reason"] == "patience" and result["stop"]["rule"]["fixed"] == 7
+    why = with_warnings(result, tmp_path, None, settings, 14)["stop"]["why"]
+    assert why == ("patience: no lower validation loss, no more corrections fixed and no fewer of their characters "
+                   "missing for 3 epochs (finetune.patience); "
+                   "7 of the 14 corrections fixed at epoch 12")
+    fixed[9] = 14  # the fix rate at epoch 9
+    assert rule.reason(rule.rows(9)) == "fix_rate"
+    assert rule.reason([{"epoch": 1, "valid_loss": 4.0, "fixed": 1}, {"epoch": 2, "valid_loss": 5.01, "fixed": 9}]) \
+        == "loss_rise"
+    loss_rise = with_warnings({"best_checkpoint": "x", "curve": [], "stop": {
+        "reason": "loss_rise", "epoch": 2, "rule": {"epoch": 2, "valid_loss": 5.01, "fixed": 9}}}, tmp_path, None,
+        settings, 14)["stop"]["why"]
+    assert loss_rise.startswith("validation loss rise: epoch 2's 5.010 is more than 25% above the fine-tune's lowest")

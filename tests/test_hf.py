@@ -359,3 +359,33 @@ def test_the_model_check_reads_a_transformers_folder_with_its_own_tokenizer(hf):
     unreadable = t.check_model(["Ωραίο σπίτι ζωγραφισμένο ξανά από τον ίδιο τον ιδιοκτήτη του σήμερα."] * 5)
     assert unreadable["stop"] and unreadable["src"]["unknown"] > 0.25 and "unknown to its tokenizer" in \
         unreadable["message"]
+
+
+def marian_reach(hf, tmp_path: Path, **changed) -> tuple[dict, dict]:
+    """The fine-tune stage on 8 corrections of the Marian model's (sentences of its validation split it translates
+    otherwise, corrected by their reference; none holding a character its tokenizer cannot write), 100 pairs of
+    replay, patience 3."""
+    from reach import data_folder, reach
+    from repair.nmt.hf.finetune import unspellable
+    from repair.nmt.hf.folder import load_tokenizer, resolve
+
+    tok, _ = load_tokenizer(resolve(hf["model"]))
+    pairs = short_pairs(hf["corpus"], "valid")[100:200]
+    cannot = set(unspellable(tok, pairs))
+    candidates = [(s, z) for s, z in pairs if z not in cannot and len(s.split()) >= 5]
+    data = data_folder(hf["corpus"], tmp_path / "data", 100, 40)
+    cfg = {"name": "transformers", "beam": 3, "max_len": 30, "device": "cpu"}
+    return reach(cfg, hf["model"], data, candidates, 8, tmp_path / "ft", replay=100, keep=0, patience=3, **changed)
+
+
+@pytest.mark.parametrize("adapter", ["lora", "none"])
+def test_a_fine_tune_of_a_marian_folder_reaches_its_fixes_and_says_why_it_stopped(hf, tmp_path, adapter):
+    """The validation loss rises from the first epochs while the corrections are learnt: the fine-tune goes on while
+    epochs fix more of them, to the fix rate (a LoRA adapter at finetune.lora_lr), and says why it stopped."""
+    result, fixes = marian_reach(hf, tmp_path, adapter=adapter)
+    assert fixes["fix_rate"] >= 0.9, (fixes["fixed"], result["stop"], result["selected"]["epochs"])
+    stop = result["stop"]
+    assert stop["reason"] in ("fix_rate", "patience", "max_epoch") and stop["why"]
+    if stop["reason"] == "fix_rate":
+        assert stop["why"].startswith(f"fix rate reached: epoch {stop['epoch']} fixes at least 95% of the 8")
+    assert result["adapter"] == adapter

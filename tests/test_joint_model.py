@@ -277,3 +277,26 @@ def test_what_stops_the_test_and_what_is_a_warning():
     # the loss alone, and no other encoding brings it back: another domain, for the fine-tune's check to judge
     assert not stops({"problems": [loss], "hint": {}})
     assert not stops({"problems": []})
+
+
+def test_a_fine_tune_of_the_joint_model_reaches_its_fixes_and_says_why_it_stopped(joint, tmp_path):
+    """The fine-tune stage (tests/reach.py) on 6 corrections of sentences of the validation split: the validation loss
+    rises from the first epochs while the corrections are learnt, and the fine-tune goes on while epochs fix more of
+    them (patience 3 on the loss alone stopped it after epoch 4, none fixed), to the fix rate; every weight trained,
+    an update per batch (the model was trained with --update-freq 2)."""
+    from reach import data_folder, reach
+
+    corpus = joint["corpus"]
+    pairs = list(zip(*((corpus / f"valid.{lang}").read_text(encoding="utf-8").splitlines() for lang in ("en", "zh"))))
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(joint["spm"]))  # none with a character the model cannot write
+    candidates = [(s, z) for s, z in pairs[100:] if 4 <= len(s.split()) <= 8 and sp.unk_id() not in sp.encode(z)]
+    cfg = {"name": "fairseq", "beam": 2, "device": "cpu", "bpe": "sentencepiece",
+           "sentencepiece_model": str(joint["spm"])}
+    data = data_folder(corpus, tmp_path / "data", 100, 60)
+    result, fixes = reach(cfg, joint["checkpoint"], data, candidates, 6, tmp_path / "ft", replay=100, keep=0,
+                          patience=6, lr=5e-3, max_epoch=30)
+    assert fixes["fix_rate"] >= 0.9, (fixes["rows"], result["stop"], result["selected"]["epochs"])
+    stop = result["stop"]
+    assert stop["reason"] == "fix_rate" and stop["why"].startswith(f"fix rate reached: epoch {stop['epoch']} fixes")

@@ -131,3 +131,12 @@ def test_a_model_that_translates_a_held_out_text_as_nothing_is_compared_not_refu
     out = compare_models(dirs, bleu, ["狗"], ["dog"], {"the small bird sang .": "小鸟唱歌了。"}, worst=5)
     assert out["heldout"]["sentences"] == 1
     assert out["changes"]["changed"] == 1
+
+
+def test_a_correction_is_fixed_whitespace_and_character_width_aside():
+    """A tokenizer that normalizes to NFKC (SentencePiece's default) writes `,` for `，`: the correction is fixed; a
+    character of another meaning is not."""
+    corrections = [{"source": s, "translation": "x", "correction": c, "kind": "k"} for s, c in
+                   (("a", "如果我有钱，我会买车。"), ("b", "你好？"), ("c", "我去了。"))]
+    fixes = verify_fixes(corrections, ["如果我有钱,我会买车。", "你好 ?", "我去过。"])
+    assert [r["fixed"] for r in fixes["rows"]] == [True, True, False]

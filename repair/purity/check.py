@@ -18,6 +18,16 @@ def squeeze(text: str | None) -> str:
     return "".join((text or "").split())
 
 
+def same_translation(a: str | None, b: str | None) -> bool:
+    """Whether two translations are the same text, whitespace and character width aside: compared in Unicode's
+    compatibility form (NFKC), so that a full-width comma is the ASCII one. A model whose tokenizer normalizes its
+    text so (SentencePiece's default, OPUS-MT's) can never write `，`: its `,` in place of a correction's `，` is the
+    correction."""
+    import unicodedata
+
+    return squeeze(unicodedata.normalize("NFKC", a or "")) == squeeze(unicodedata.normalize("NFKC", b or ""))
+
+
 def tokens(text: str, unit: str = "char") -> list[str]:
     """Characters (`char`, the reference for Chinese) or jieba words (`word`)."""
     if unit == "char":

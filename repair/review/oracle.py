@@ -9,7 +9,7 @@ from collections import Counter
 
 from repair.issues import best_suggestion
 from repair.review.store import CorrectionStore
-from repair.stats import edit_distance, squeeze
+from repair.stats import edit_distance, same_translation, squeeze
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def _oracle_review(store: CorrectionStore, issues: list[dict], references: dict[
         sides_not_judged += len(all_refs) - len(refs)
         by_projection += len(via)
         model = {s["role"]: s["translation"] for s in issue["sides"]}
-        wrong = [r for r in model if r in refs and squeeze(model[r]) != squeeze(refs[r])]
+        wrong = [r for r in model if r in refs and not same_translation(model[r], refs[r])]
         if not wrong and len(refs) < len(all_refs):
             not_judged.append(issue["id"])
             continue

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import random
 import shutil
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class FinetuneSettings:
     pool: str | None = None  # English sentences to augment from; None: the data's cleaned training English
     select: str = "loss"  # loss | corrections: which epoch's checkpoint the fine-tune keeps
     select_fix_rate: float = 0.95  # select=corrections: the first epoch that fixes this share of the corrections
+    loss_rise: float = 0.0  # select=corrections: stop where the validation loss is this share above its lowest (0: never)
     scope: str = "all"  # all | source | words | terms: the inputs the fine-tuned model translates (repair.edit.scoped)
     scope_share: float = 1.0  # scope=words: the least share of a corrected source's content words an input holds
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
@@ -50,6 +52,8 @@ class FinetuneSettings:
     adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
     lora_alpha: int = 8
+    lora_lr: float | None = None  # adapter=lora: the adapter's learning rate (None: lr, as every weight's; a run folder
+    #                               from before the key); conf/finetune/default.yaml sets 1e-2
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
     #                              times the one its checkpoint recorded (0: not checked)
@@ -87,8 +91,13 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     share = float(ft.get("scope_share") or 1.0)
     if not 0 < share <= 1:
         raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
+    rise = ft.get("loss_rise", 0.0) or 0.0
+    if isinstance(rise, bool) or not isinstance(rise, (int, float)) or rise < 0:
+        raise UserError(f"finetune.loss_rise={rise!r}: give the share of its lowest by which the validation loss may "
+                        f"rise before the fine-tune stops (0.5: half as much again), or 0 (no bound)")
     return FinetuneSettings(**{k: ft[k] for k in ("lr", "patience", "max_epoch", "repeat", "replay")},
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
+                            loss_rise=float(rise),
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
                             scope_rare=rare or 0, scope_words_epoch=words_epoch,
                             scope_defer=bool(ft.get("scope_defer", False)),
@@ -101,8 +110,8 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
 
 
 def adapter_settings(ft: dict) -> dict:
-    """The adapter keys (read by a family that fine-tunes adapters): adapter, lora_rank, lora_alpha, lora_targets,
-    checked."""
+    """The adapter keys (read by a family that fine-tunes adapters): adapter, lora_rank, lora_alpha, lora_lr,
+    lora_targets, checked."""
     from repair.errors import UserError
 
     adapter = ft.get("adapter") or "lora"
@@ -114,6 +123,10 @@ def adapter_settings(ft: dict) -> dict:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise UserError(f"finetune.{key}={value!r}: give a whole number, 1 or more")
         out[key] = value
+    lora_lr = ft.get("lora_lr")
+    if lora_lr is not None and (isinstance(lora_lr, bool) or not isinstance(lora_lr, (int, float)) or lora_lr <= 0):
+        raise UserError(f"finetune.lora_lr={lora_lr!r}: give the adapter's learning rate, above 0, or null (finetune.lr)")
+    out["lora_lr"] = None if lora_lr is None else float(lora_lr)
     targets = ft.get("lora_targets") or FinetuneSettings.lora_targets
     if isinstance(targets, str):
         targets = [t.strip() for t in targets.split(",") if t.strip()]
@@ -215,6 +228,8 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
         fixed = epoch_fixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
+        rule = (StopRule(out, corrections, settings, fixed)
+                if settings.select == "corrections" and corrections and translator_for is not None else None)
         result = family.finetune(
             checkpoint,
             pairs,
@@ -223,7 +238,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             settings,
             translator,
             lr=settings.lr,
-            patience=settings.patience,
+            patience=0 if rule else settings.patience,  # the stop rule counts patience (StopRule)
             max_epoch=settings.max_epoch,
             seed=settings.seed,
             device=settings.device,
@@ -231,11 +246,12 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             l2=settings.l2,
             trainable=settings.trainable,
             epoch_checkpoints=settings.select == "corrections",
-            stop_when=(fixed_enough(out, corrections, settings, fixed)
-                       if settings.select == "corrections" and corrections and translator_for is not None else None),
+            stop_when=rule,
             probe_pairs=[(c["source"], c["correction"]) for c in corrections],
             encoding_check=settings.encoding_check,
         )
+        if rule is not None:
+            result = rule.explained(result)
         if settings.select == "corrections":
             result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed)
         result = with_warnings(result, out, checkpoint, settings, len(corrections), family)
@@ -257,7 +273,8 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     return read_json(result_path)
 
 
-STOPS = {"stop_when": "fix rate reached", "patience": "patience", "max_epoch": "max epoch", "max_update": "max update",
+STOPS = {"stop_when": "fix rate reached", "fix_rate": "fix rate reached", "patience": "patience",
+         "loss_rise": "validation loss rise", "max_epoch": "max epoch", "max_update": "max update",
          "stop_time_hours": "time limit", "stop_min_lr": "minimum learning rate",
          "already_stopped": "patience (before a resume)", "unknown": "unknown (the training's log said no reason)"}
 
@@ -272,12 +289,21 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     stop = dict(result.get("stop") or {})
     reason = stop.get("reason")
     stop["why"] = STOPS.get(reason, reason or "unknown")
-    if reason == "stop_when":
+    rule = stop.get("rule") or {}  # the stage's stop rule (StopRule): the epoch it stopped at
+    if reason in ("stop_when", "fix_rate"):
         stop["reason"] = "fix_rate"
         stop["why"] = (f"fix rate reached: epoch {stop.get('epoch')} fixes at least {settings.select_fix_rate:.0%} of "
                        f"the {corrections} corrections (finetune.select_fix_rate)")
+    elif reason == "patience" and rule:
+        stop["why"] = (f"patience: no lower validation loss, no more corrections fixed and no fewer of their "
+                       f"characters missing for {settings.patience} epochs (finetune.patience); {rule['fixed']} of the "
+                       f"{corrections} corrections fixed at epoch {rule['epoch']}")
     elif reason == "patience":
         stop["why"] = f"patience: no lower validation loss for {settings.patience} epochs (finetune.patience)"
+    elif reason == "loss_rise":
+        stop["why"] = (f"validation loss rise: epoch {rule['epoch']}'s {rule['valid_loss']:.3f} is more than "
+                       f"{settings.loss_rise:.0%} above the fine-tune's lowest (finetune.loss_rise); {rule['fixed']} of "
+                       f"the {corrections} corrections fixed")
     elif reason == "max_epoch":
         stop["why"] = f"max epoch: {settings.max_epoch} epochs (finetune.max_epoch)"
     warnings = []
@@ -394,17 +420,24 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
 
 def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translator_for) -> Callable[[int], int]:
     """How many corrections the checkpoint of an epoch (out/checkpoint<epoch>.pt) translates as corrected,
-    each epoch counted once."""
+    each epoch counted once; its `missing(epoch)`: the corrections' characters its translations lack in all (the
+    bag-of-words distance verify_fixes measures), which falls while corrections are learnt before any is fixed."""
     from repair.stats import verify_fixes
 
-    sources, counted = [c["source"] for c in corrections], {}
+    sources, counted, missing = [c["source"] for c in corrections], {}, {}
 
     def fixed(epoch: int) -> int:
         if epoch not in counted:
             model = base.with_checkpoint(epoch_model(out, epoch))
-            counted[epoch] = verify_fixes(corrections, translator_for(model).translate(sources))["fixed"]
+            fixes = verify_fixes(corrections, translator_for(model).translate(sources))
+            counted[epoch], missing[epoch] = fixes["fixed"], sum(r["distance"] for r in fixes["rows"])
         return counted[epoch]
 
+    def missing_at(epoch: int) -> int:
+        fixed(epoch)
+        return missing[epoch]
+
+    fixed.missing = missing_at  # type: ignore[attr-defined]
     return fixed
 
 
@@ -424,12 +457,67 @@ def epoch_of(path: Path) -> int | None:
     return int(digits) if path.name.startswith("checkpoint") and digits.isdigit() else None
 
 
-def fixed_enough(out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
-    """finetune.select=corrections: stop_when for the fine-tune: whether the epoch just saved fixes at least
-    select_fix_rate of the corrections (the epoch select_by_corrections keeps; training on would only look for
-    a lower validation loss)."""
-    return lambda epoch: (epoch_model(out, epoch).exists()
-                          and fixed(epoch) >= settings.select_fix_rate * len(corrections))
+class StopRule:
+    """finetune.select=corrections: the fine-tune's stop_when, asked after each epoch is saved. It stops at the first
+    epoch that fixes select_fix_rate of the corrections (`fix_rate`: the epoch select_by_corrections keeps); at
+    `patience` epochs in a row that brought neither a lower validation loss nor more corrections fixed than any epoch
+    before, nor fewer of the corrections' characters missing from their translations (`patience`); or at an epoch
+    whose validation loss is more than `loss_rise` above the lowest so far
+    (`loss_rise`). A fine-tune whose validation loss rises from its first epoch while its corrections are still being
+    learnt goes on: patience on the loss alone would end it short of the fix rate. The family's own patience is off
+    (it is counted here); `max_epoch` still bounds it. The validation losses are read from out/curve.jsonl, which
+    every family's fine-tune writes before it asks."""
+
+    def __init__(self, out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
+        self.out, self.n, self.settings, self.fixed = out, len(corrections), settings, fixed
+
+    def __call__(self, epoch: int) -> bool:
+        return epoch_model(self.out, epoch).exists() and self.reason(self.rows(epoch)) is not None
+
+    def rows(self, last: int, curve: list[dict] | None = None) -> list[dict]:
+        """Each epoch up to `last` with its validation loss (curve, or out/curve.jsonl) and corrections fixed."""
+        from repair.fileio import read_jsonl
+
+        valid: dict[int, float] = {}
+        path = self.out / "curve.jsonl"
+        for r in curve if curve is not None else (read_jsonl(path) if path.is_file() else []):
+            if r.get("valid_loss") is not None:
+                valid[int(r["epoch"])] = float(r["valid_loss"])
+        missing = getattr(self.fixed, "missing", None)
+        return [{"epoch": e, "valid_loss": v, "fixed": self.fixed(e),
+                 **({"missing": missing(e)} if missing else {})} for e, v in sorted(valid.items())
+                if e <= last and epoch_model(self.out, e).exists()]
+
+    def reason(self, rows: list[dict]) -> str | None:
+        """Why the fine-tune stops after the last of `rows` (fix_rate, loss_rise, patience), or None: it goes on."""
+        s = self.settings
+        if not rows:
+            return None
+        if rows[-1]["fixed"] >= s.select_fix_rate * self.n:
+            return "fix_rate"
+        lowest = min(r["valid_loss"] for r in rows)
+        if s.loss_rise and rows[-1]["valid_loss"] > (1 + s.loss_rise) * lowest:
+            return "loss_rise"
+        best = {"valid_loss": math.inf, "fixed": -math.inf, "missing": math.inf}
+        since = 0
+        for r in rows:
+            better = r["valid_loss"] < best["valid_loss"] or r["fixed"] > best["fixed"] or \
+                r.get("missing", math.inf) < best["missing"]
+            since = 0 if better else since + 1
+            best = {"valid_loss": min(best["valid_loss"], r["valid_loss"]), "fixed": max(best["fixed"], r["fixed"]),
+                    "missing": min(best["missing"], r.get("missing", math.inf))}
+        return "patience" if s.patience and since >= s.patience else None
+
+    def explained(self, result: dict) -> dict:
+        """The family's result with the rule's reason where the rule stopped it (`stop_when`), counted again from the
+        curve and the epochs' fixes (a fine-tune that finished before a kill is explained as one that did not)."""
+        stop = dict(result.get("stop") or {})
+        if stop.get("reason") != "stop_when" or stop.get("epoch") is None:
+            return result
+        rows = self.rows(int(stop["epoch"]), result.get("curve") or None)
+        stop["reason"] = self.reason(rows) or "fix_rate"
+        stop["rule"] = rows[-1] if rows else None
+        return {**result, "stop": stop}
 
 
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],

@@ -98,6 +98,9 @@ def finetune_config(base_state: dict, data: Path, save_dir: Path, base_checkpoin
         o = cfg.optimization  # every stop the base model's training had is reset: the fine-tune has its own
         o.max_epoch, o.max_update, o.lr, o.stop_min_lr = int(max_epoch), 0, [float(lr)], -1.0
         o.stop_time_hours = 0  # else the base model's cumulative training time ends the fine-tune at once
+        # an update per batch: a base trained with --update-freq N would give a fine-tune of a few hundred pairs N times
+        # fewer updates per epoch (a joint model's, N = 2: 3 updates an epoch, nothing learnt in 20 epochs)
+        o.update_freq = [1]
         cfg.lr_scheduler = {"_name": "fixed", "force_anneal": None, "lr_shrink": 0.1, "warmup_updates": 0, "lr": [float(lr)]}
         if cfg.optimizer is not None and "lr" in cfg.optimizer:
             cfg.optimizer.lr = [float(lr)]
@@ -177,6 +180,7 @@ def finetune_model(
     data, checked = checked_data(base, base_state, save_dir, train_pairs, valid_pairs, probe_pairs, encoding_check)
     cuda = use_cuda(device)
     set_threads(threads, cuda)
+    max_tokens = max_tokens or small_batches(base_state, data, (base.src.lang, base.tgt.lang))
     cfg = finetune_config(base_state, data, save_dir, base_checkpoint, lr=lr, patience=patience, max_epoch=max_epoch,
                           seed=seed, max_tokens=max_tokens, cuda=cuda, fp16=use_fp16(fp16, cuda),
                           langs=(base.src.lang, base.tgt.lang), l2=l2, trainable=tuple(trainable),
@@ -203,10 +207,32 @@ def finetune_model(
         "curve": curve,
         "seconds": round(time.time() - start, 2),
         "stop": stop,
+        **({"max_tokens": max_tokens} if max_tokens else {}),
         **checked,
     }
     write_json_atomic(result_path, result)
     return result
+
+
+MIN_UPDATES = 4  # updates an epoch of a fine-tune has at least (small_batches)
+
+
+def small_batches(base_state: dict, data: Path, langs: tuple[str, str], updates: int = MIN_UPDATES) -> int | None:
+    """The batch size (max_tokens) that gives an epoch of the fine-tune's training split at least `updates` updates,
+    where the base model's own batches would give fewer (None: the base model's). A fine-tune of a few corrections
+    and no replay fits one batch of a model trained in large ones: one update an epoch, nothing learnt in 20."""
+    from fairseq.data import data_utils
+
+    base = checkpoint_cfg(base_state).dataset.max_tokens
+    sizes = []
+    for lang in langs:  # copied while the dataset is open: its sizes are a view of a file it unmaps when closed
+        dataset = data_utils.load_indexed_dataset(str(data / f"train.{langs[0]}-{langs[1]}.{lang}"), None)
+        sizes.append([int(n) for n in dataset.sizes])
+        del dataset
+    longest = [max(a, b) for a, b in zip(*sizes)]
+    if not base or not longest or sum(longest) >= updates * base:
+        return None
+    return max(sum(longest) // updates, max(longest))
 
 
 def checked_data(base: ModelFiles, base_state: dict, save_dir: Path, train_pairs, valid_pairs, probe_pairs,

@@ -51,10 +51,12 @@ class TransformersFamily(ModelFamily):
 
     def finetune(self, base: "ModelFiles", pairs: Sequence[tuple[str, str]], valid: Sequence[tuple[str, str]],
                  out: Path, settings: Any, translator: Translator | None, **common: Any) -> dict:
-        """A LoRA adapter (finetune.adapter=lora, PEFT) or every weight (none); the sources get the translator's
-        source_prefix, as it translates them."""
+        """A LoRA adapter (finetune.adapter=lora, PEFT) at its own learning rate (finetune.lora_lr, where set) or
+        every weight (none); the sources get the translator's source_prefix, as it translates them."""
         from repair.nmt.hf.finetune import finetune_model
 
+        if settings.adapter == "lora" and getattr(settings, "lora_lr", None):
+            common = {**common, "lr": settings.lora_lr}
         return finetune_model(base, pairs, valid, out, adapter=settings.adapter, lora_rank=settings.lora_rank,
                               lora_alpha=settings.lora_alpha, lora_targets=settings.lora_targets,
                               source_prefix=source_prefix(translator), **common)

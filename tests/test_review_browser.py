@@ -423,16 +423,25 @@ def test_two_thousand_issues_page_and_save_step_by_step(browser, tmp_path, capsy
             print(f"2,000 issues: {name} step {figures(ms)}")
 
 
-def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path):
-    """With the run's word alignment: the phrase sides of a later issue cut from a sentence the reviewer corrected
-    open with the stretch of that correction their words align to; saved as they are, they are the corrections."""
+def sentence_and_phrases_page(browser, tmp_path):
+    """test_align's two issues (a sentence and the phrases cut from it) on the page, with the word alignment of a
+    small corpus: (issues, the server's thread, the page, its errors)."""
     from repair.review.align import PhraseAligner
-    from test_align import PARTS, SENTENCE, WHOLE, small_corpus
+    from test_align import PARTS, WHOLE, small_corpus
 
     aligner = PhraseAligner.train(small_corpus(), tmp_path / "align")
     issues = [WHOLE, PARTS]
     thread, url = serve_in_thread(issues, tmp_path / "review", aligner=aligner)
     page, errors = open_page(browser, url)
+    return issues, thread, page, errors
+
+
+def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path):
+    """With the run's word alignment: the phrase sides of a later issue cut from a sentence the reviewer corrected
+    open with the stretch of that correction their words align to; saved as they are, they are the corrections."""
+    from test_align import SENTENCE
+
+    issues, thread, page, errors = sentence_and_phrases_page(browser, tmp_path)
     kb = page.keyboard
     kb.press("c")
     kb.press("1")
@@ -454,13 +463,9 @@ def test_a_corrected_sentence_prefills_the_phrases_cut_from_it(browser, tmp_path
 def test_a_phrase_of_the_same_issue_opens_with_the_projection_of_its_sentence_s_correction(browser, tmp_path):
     """The sentence corrected (not yet saved), the issue's phrase side marked wrong opens with the stretch of that
     correction its words align to; a phrase side the reviewer typed in is left as typed."""
-    from repair.review.align import PhraseAligner
-    from test_align import PARTS, SENTENCE, WHOLE, small_corpus
+    from test_align import SENTENCE
 
-    aligner = PhraseAligner.train(small_corpus(), tmp_path / "align")
-    issues = [WHOLE, PARTS]
-    thread, url = serve_in_thread(issues, tmp_path / "review", aligner=aligner)
-    page, errors = open_page(browser, url)
+    issues, thread, page, errors = sentence_and_phrases_page(browser, tmp_path)
     kb = page.keyboard
     kb.press("c")
     kb.press("e")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 from pathlib import Path
 
@@ -45,6 +46,9 @@ def test_the_loop_tests_and_verifies_a_transformers_model_and_its_adapter_throug
     base = [m for m in markers.values() if m["from"]["adapter"] is None]
     merged = [m for name, m in markers.items() if name.startswith(best.name) and m["from"]["adapter"]]
     assert len(base) == 1 and len(merged) == 1, sorted(markers)  # the base and the adapter merged, each converted once
+    # the epochs' adapters, translated only to choose the one kept: added to the base's in-process translator
+    assert not [name for name in markers if re.fullmatch(r"checkpoint\d+-\w+\.ct2", name)], sorted(markers)
+    assert json.loads((run_dir / "cycle1" / "finetune" / "result.json").read_text())["epochs"] >= 1
     assert merged[0]["from"]["model"] == base[0]["from"]["model"]  # the adapter's conversion is of the same base
     assert merged[0]["fidelity"] and base[0]["fidelity"]  # each checked; the record kept in the cache
     report = json.loads((run_dir / "report.json").read_text())

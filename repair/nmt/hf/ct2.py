@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -86,6 +87,7 @@ def convert_folder(folder: Folder, cache_dir: str | os.PathLike | None = None) -
     return out
 
 
+EPOCH_ADAPTER = re.compile(r"checkpoint\d+")  # a fine-tune's adapter of one epoch (repair.face: checkpoint<epoch>)
 RUNTIMES = ("auto", "ctranslate2", "transformers")  # translator.runtime of a transformers folder
 # keys of the converted model's translator that the in-process one has no use for (dropped with runtime=transformers)
 CT2_ONLY = ("compute_type", "min_identical", "cache_dir", "sample", "fairseq_cap", "max_len_a", "max_len_b")
@@ -127,6 +129,7 @@ class TransformersCT2Translator(CTranslate2Runtime):
         self._tgt_lang = tgt_lang
         self.runtime, self.fallback, self.runtime_why, self._reference = runtime, None, None, None
         self.kind, self._searching = "cpu", (None, None)  # the device's kind once placed; the searches' translator
+        self._epochs = None  # the in-process translator a fine-tune's epoch adapters are added to (with_adapter)
         self._in_process = {"device": device, "threads": threads, "fp16": fp16, "max_sentences": max_sentences}
         self.tokenizer, self.forced_bos = load_tokenizer(self.folder, tgt_lang)
         self._prefix = [self.tokenizer.convert_ids_to_tokens(self.forced_bos)] if self.forced_bos is not None else None
@@ -214,8 +217,18 @@ class TransformersCT2Translator(CTranslate2Runtime):
         return self.fallback.without_edit(fallback) if self.fallback is not None else None
 
     def with_adapter(self, path: str):
-        """An adapter of this model, added to the transformers translator where that translates this model."""
-        return self.fallback.with_adapter(path) if self.fallback is not None else None
+        """An adapter of this model, added to the transformers translator where that translates this model. With
+        CTranslate2 translating, a fine-tune's epoch adapter (`checkpoint<epoch>/`, translated only to choose the epoch
+        the fine-tune keeps: a few correction sources) is added to this model's in-process translator, loaded once for
+        every epoch, instead of being merged, converted and checked once per epoch; the adapter kept
+        (checkpoint_best/, checkpoint_selected/) is converted by the translator made for it (None here)."""
+        if self.fallback is not None:
+            return self.fallback.with_adapter(path)
+        if not EPOCH_ADAPTER.fullmatch(Path(path).name):
+            return None
+        if self._epochs is None:
+            self._epochs = self.in_process(self._in_process["fp16"])
+        return self._epochs.with_adapter(path)
 
     def begin(self, texts: list[str]):
         return None

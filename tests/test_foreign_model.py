@@ -193,3 +193,7 @@ def test_the_stop_rule_goes_on_while_more_corrections_are_fixed(tmp_path):
         "reason": "loss_rise", "epoch": 2, "rule": {"epoch": 2, "valid_loss": 5.01, "fixed": 9}}}, tmp_path, None,
         settings, 14)["stop"]["why"]
     assert loss_rise.startswith("validation loss rise: epoch 2's 5.010 is more than 25% above the fine-tune's lowest")
+    # the corrections' missing characters falling (EpochFixes.missing) keep it going where the fixes stand still
+    missing = {e: 100 - 5 * e for e in range(1, 13)}
+    learning = StopRule(tmp_path, [{}] * 14, settings, {**fixed, 9: 7}.__getitem__, missing.__getitem__)
+    assert learning.reason(learning.rows(12)) is None and learning.rows(12)[-1]["missing"] == 40

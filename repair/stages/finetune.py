@@ -227,8 +227,8 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
-        fixed = epoch_fixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
-        rule = (StopRule(out, corrections, settings, fixed)
+        fixed = EpochFixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
+        rule = (StopRule(out, corrections, settings, fixed, fixed.missing)
                 if settings.select == "corrections" and corrections and translator_for is not None else None)
         result = family.finetune(
             checkpoint,
@@ -418,27 +418,30 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
             **({"defer": True} if scope.defer else {})}
 
 
-def epoch_fixes(out: Path, base: "ModelFiles", corrections: list[dict], translator_for) -> Callable[[int], int]:
-    """How many corrections the checkpoint of an epoch (out/checkpoint<epoch>.pt) translates as corrected,
-    each epoch counted once; its `missing(epoch)`: the corrections' characters its translations lack in all (the
-    bag-of-words distance verify_fixes measures), which falls while corrections are learnt before any is fixed."""
-    from repair.stats import verify_fixes
+class EpochFixes:
+    """How many corrections the checkpoint of an epoch (out/checkpoint<epoch>.pt) translates as corrected (a call),
+    and the corrections' characters its translations lack in all (`missing`: the bag-of-words distance
+    verify_fixes measures, which falls while corrections are learnt before any is fixed); each epoch translated once."""
 
-    sources, counted, missing = [c["source"] for c in corrections], {}, {}
+    def __init__(self, out: Path, base: "ModelFiles", corrections: list[dict], translator_for):
+        self.out, self.base, self.corrections, self.translator_for = out, base, corrections, translator_for
+        self.counted: dict[int, tuple[int, int]] = {}
 
-    def fixed(epoch: int) -> int:
-        if epoch not in counted:
-            model = base.with_checkpoint(epoch_model(out, epoch))
-            fixes = verify_fixes(corrections, translator_for(model).translate(sources))
-            counted[epoch], missing[epoch] = fixes["fixed"], sum(r["distance"] for r in fixes["rows"])
-        return counted[epoch]
+    def _count(self, epoch: int) -> tuple[int, int]:
+        from repair.stats import verify_fixes
 
-    def missing_at(epoch: int) -> int:
-        fixed(epoch)
-        return missing[epoch]
+        if epoch not in self.counted:
+            model = self.base.with_checkpoint(epoch_model(self.out, epoch))
+            sources = [c["source"] for c in self.corrections]
+            fixes = verify_fixes(self.corrections, self.translator_for(model).translate(sources))
+            self.counted[epoch] = fixes["fixed"], sum(r["distance"] for r in fixes["rows"])
+        return self.counted[epoch]
 
-    fixed.missing = missing_at  # type: ignore[attr-defined]
-    return fixed
+    def __call__(self, epoch: int) -> int:
+        return self._count(epoch)[0]
+
+    def missing(self, epoch: int) -> int:
+        return self._count(epoch)[1]
 
 
 def epoch_model(out: Path, epoch: int | str) -> Path:
@@ -468,8 +471,9 @@ class StopRule:
     (it is counted here); `max_epoch` still bounds it. The validation losses are read from out/curve.jsonl, which
     every family's fine-tune writes before it asks."""
 
-    def __init__(self, out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int]):
-        self.out, self.n, self.settings, self.fixed = out, len(corrections), settings, fixed
+    def __init__(self, out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int],
+                 missing: Callable[[int], int] | None = None):
+        self.out, self.n, self.settings, self.fixed, self.missing = out, len(corrections), settings, fixed, missing
 
     def __call__(self, epoch: int) -> bool:
         return epoch_model(self.out, epoch).exists() and self.reason(self.rows(epoch)) is not None
@@ -483,9 +487,8 @@ class StopRule:
         for r in curve if curve is not None else (read_jsonl(path) if path.is_file() else []):
             if r.get("valid_loss") is not None:
                 valid[int(r["epoch"])] = float(r["valid_loss"])
-        missing = getattr(self.fixed, "missing", None)
         return [{"epoch": e, "valid_loss": v, "fixed": self.fixed(e),
-                 **({"missing": missing(e)} if missing else {})} for e, v in sorted(valid.items())
+                 **({"missing": self.missing(e)} if self.missing else {})} for e, v in sorted(valid.items())
                 if e <= last and epoch_model(self.out, e).exists()]
 
     def reason(self, rows: list[dict]) -> str | None:
@@ -525,8 +528,8 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
     """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
     select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
     validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
-    split; the other epochs' checkpoints are removed. fixed: epoch_fixes' counter, with what it counted already."""
-    fixed = fixed or epoch_fixes(out, base, corrections, translator_for)
+    split; the other epochs' checkpoints are removed. fixed: an EpochFixes, with what it counted already."""
+    fixed = fixed or EpochFixes(out, base, corrections, translator_for)
     valid = {r["epoch"]: r["valid_loss"] for r in result.get("curve", [])}
     epochs = sorted(e for e in map(epoch_of, out.glob("checkpoint[0-9]*")) if e is not None)
     if not epochs or not corrections:

@@ -53,6 +53,15 @@ class CTranslate2Runtime(Translator):
     name = "ctranslate2"
     against = "the model's own translator"  # whose translations the compute types are compared with
 
+    @staticmethod
+    def check_settings(beam: int, max_tokens: int, max_len: int, min_identical: float) -> None:
+        """The decoding and fidelity keys every CTranslate2 translator takes, each in its range."""
+        if beam < 1 or max_tokens < 1 or max_len < 1:
+            raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be "
+                            f"positive")
+        if not 0 <= float(min_identical) <= 1:
+            raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
+
     @property
     def fidelity_key(self) -> str:
         """What a fidelity record holds for: the device and the decoding settings."""

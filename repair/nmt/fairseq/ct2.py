@@ -212,10 +212,7 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         **preprocessing: Any,
     ):
         ctranslate2 = import_ctranslate2()
-        if beam < 1 or max_tokens < 1 or max_len < 1:
-            raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be positive")
-        if not 0 <= float(min_identical) <= 1:
-            raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
+        self.check_settings(beam, max_tokens, max_len, min_identical)
         self.beam, self.max_tokens, self.max_len = int(beam), int(max_tokens), int(max_len)
         self.max_len_a, self.max_len_b, self.len_penalty = float(max_len_a), int(max_len_b), float(len_penalty)
         self.min_identical, self._fairseq_cap = float(min_identical), fairseq_cap

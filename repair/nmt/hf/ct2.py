@@ -112,11 +112,7 @@ class TransformersCT2Translator(CTranslate2Runtime):
         ctranslate2 = import_ctranslate2()
         refuse_set({k: v for k, v in unused.items() if k not in ("fairseq_cap", "max_len_a", "max_len_b", "data_dir",
                                                                  "workers")}, self.name)
-        if beam < 1 or max_tokens < 1 or max_len < 1:
-            raise UserError(f"translator: beam ({beam}), max_tokens ({max_tokens}) and max_len ({max_len}) must be "
-                            f"positive")
-        if not 0 <= float(min_identical) <= 1:
-            raise UserError(f"translator.min_identical={min_identical}: a share between 0 and 1 (e.g. 0.98)")
+        self.check_settings(beam, max_tokens, max_len, min_identical)
         if runtime not in RUNTIMES[:2]:
             raise UserError(f"translator.runtime={runtime}: one of {', '.join(RUNTIMES)}")
         path = checkpoint if checkpoint is not None else (files.checkpoint if files is not None else None)

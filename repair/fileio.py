@@ -353,11 +353,18 @@ class FolderLock:
 
 
 def file_sha256(path: str | os.PathLike) -> str | None:
-    """The SHA-256 of a file's bytes; None when there is no such file."""
+    """The SHA-256 of a file's bytes, read a block at a time (a model's checkpoint may be gigabytes); None when
+    there is no such file."""
     import hashlib
 
     path = Path(path)
-    return hashlib.sha256(path.read_bytes()).hexdigest() if path.exists() else None
+    if not path.exists():
+        return None
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def flat(cfg: dict, prefix: str = "") -> dict:

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from repair.errors import UserError
+from repair.fileio import file_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -22,14 +23,6 @@ MARKER = "converted.json"
 
 
 MARKER_FORMAT = 2  # 2: the checkpoint's facts and the fidelity records kept in the marker
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def ctranslate2_version() -> str:

@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
-from repair.nmt.ct2.cache import (MARKER, MARKER_FORMAT, cache_folder, cache_problem, conversion_folder, file_sha256,
-                                  read_marker)
+from repair.fileio import file_sha256
+from repair.nmt.ct2.cache import MARKER, MARKER_FORMAT, cache_folder, cache_problem, conversion_folder, read_marker
 from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve

@@ -452,27 +452,31 @@ def test_a_converted_model_folder_is_tested_through_purity(files, fairseq_out, t
         CTranslate2Translator(model_dir=model)
 
 
-def test_suggestions_for_a_ctranslate2_model_come_from_fairseq_on_its_checkpoint(files):
+def test_suggestions_for_a_ctranslate2_model_say_where_they_came_from(files):
     from repair.purity.relations.base import Case
     from repair.purity.relations.replace import ReplaceRelation
     from repair.purity.suggest import add_suggestions
 
-    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
-    o, m = "The teacher likes the clever student .", "The teacher likes the clever child ."
-    translation = dict(zip([o, m], ct2.translate([o, m])))
-    translation.update({w: zh for _, pairs in corpus.lexicon().items() for w, zh in pairs})
-    # an issue whatever this machine's tiny model says: the mutant's translation lacks the child it names
-    translation[m] = translation[o]
-    case = Case("replace", o, (("original", o), ("mutant", m)), (o, m, "student", "child"))
-    relation = ReplaceRelation(stopwords=[], candidates="context")
-    issues = [{"id": case.id, "relation": "replace"}]
-    figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4, min_score=None)
-    assert figures["searched"] >= 1 and "skipped" not in figures  # searched, by the model ct2 hands the search to:
-    search, note = ct2.searcher(4)
-    assert isinstance(search.fairseq(), FairseqTranslator) and search.fairseq().files.checkpoint == files.checkpoint
-    assert "fairseq on the ctranslate2 model's checkpoint" in note
-    # whether this machine's tiny model finds a consistent translation is its own; what it offers says where it came from
-    assert all(note in s["origin"] for s in issues[0]["suggestions"])
+    for compute_type, by in (("float32", "ctranslate2: its phrases up to the last as the translation's beginning"),
+                             ("int8", "fairseq on the ctranslate2 model's checkpoint")):
+        ct2 = CTranslate2Translator(files=files, compute_type=compute_type, **OPTIONS)
+        o, m = "The teacher likes the clever student .", "The teacher likes the clever child ."
+        translation = dict(zip([o, m], ct2.translate([o, m])))
+        translation.update({w: zh for _, pairs in corpus.lexicon().items() for w, zh in pairs})
+        # an issue whatever this machine's tiny model says: the mutant's translation lacks the child it names
+        translation[m] = translation[o]
+        case = Case("replace", o, (("original", o), ("mutant", m)), (o, m, "student", "child"))
+        relation = ReplaceRelation(stopwords=[], candidates="context")
+        issues = [{"id": case.id, "relation": "replace"}]
+        figures = add_suggestions(issues, {case.id: case}, {"replace": relation}, translation, ct2, beam=4,
+                                  min_score=None)
+        assert figures["searched"] >= 1 and "skipped" not in figures
+        search, note = ct2.searcher(4)
+        assert by in note
+        # the searches no prefix can do: fairseq on the checkpoint this model was converted from
+        assert isinstance(search.fairseq(), FairseqTranslator) and search.fairseq().files.checkpoint == files.checkpoint
+        # whether this machine's tiny model finds a consistent translation is its own; what it offers says where it came from
+        assert all(note in s["origin"] for s in issues[0]["suggestions"])
 
 
 def test_ctranslate2_float32_scores_are_fairseqs(files, fairseq_out):
@@ -505,8 +509,19 @@ def _suggestion_issues(ct2):
     return cases, translation
 
 
-def test_suggestions_are_the_same_with_ctranslate2s_scores_and_fairseq_loaded_only_to_search(files, monkeypatch):
+def _counting_fairseq_loads(monkeypatch) -> list:
     from repair.nmt.fairseq import translator as fairseq_module
+
+    built = []
+    original_init = fairseq_module.FairseqTranslator.__init__
+    monkeypatch.setattr(fairseq_module.FairseqTranslator, "__init__",
+                        lambda self, *a, **k: (built.append(1), original_init(self, *a, **k))[1])
+    return built
+
+
+def test_suggestions_on_a_float32_ctranslate2_model_are_searched_by_it_without_fairseq(files, monkeypatch):
+    """Every search the suggestion step asks for begins with its phrases, or is an n-best list: CTranslate2 does them
+    all, scored as fairseq scores; each offer makes its pair consistent, as fairseq's search's offers do."""
     from repair.purity.relations.replace import ReplaceRelation
     from repair.purity.relations.rti import RTIRelation
     from repair.purity.suggest import add_suggestions
@@ -514,28 +529,50 @@ def test_suggestions_are_the_same_with_ctranslate2s_scores_and_fairseq_loaded_on
     ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
     cases, translation = _suggestion_issues(ct2)
     relations = {"rti": RTIRelation(stopwords=[]), "replace": ReplaceRelation(stopwords=[], candidates="context")}
-    built = []
-    original_init = fairseq_module.FairseqTranslator.__init__
-    monkeypatch.setattr(fairseq_module.FairseqTranslator, "__init__",
-                        lambda self, *a, **k: (built.append(1), original_init(self, *a, **k))[1])
+    built = _counting_fairseq_loads(monkeypatch)
 
     def suggest(translator, min_score):
         issues = [{"id": c.id, "relation": c.relation} for c in cases]
         figures = add_suggestions(issues, {c.id: c for c in cases}, relations, translation, translator, beam=4,
                                   min_score=min_score)
-        return figures, [[(s["role"], s["text"], round(s["score"], 3)) for s in i["suggestions"]] for i in issues]
+        return figures, issues
 
     fairseq = FairseqTranslator(files=files, **OPTIONS)
-    for min_score in (None, -1.5):
-        built.clear()
-        mine, theirs = suggest(ct2, min_score), suggest(fairseq, min_score)
-        assert mine[1] == theirs[1] and mine[0]["searched"] == theirs[0]["searched"] > 0
-        assert len(built) == 1  # fairseq loaded once, for the searches
-    assert sum(map(len, mine[1])) >= 1  # something to compare: this tiny model finds a suggestion or more
-    # a floor no translation reaches: every side set aside by CTranslate2's scores, fairseq never loaded
     built.clear()
-    figures, offered = suggest(ct2, 0.0)
-    assert figures["searched"] == 0 and not any(offered) and built == []
+    for min_score in (None, -1.5):
+        (mine, issues), (theirs, _) = suggest(ct2, min_score), suggest(fairseq, min_score)
+        assert mine["searched"] == theirs["searched"] > 0
+        offered = [(c, s) for c, i in zip(cases, issues) for s in i["suggestions"]]
+        for case, s in offered:  # each offer consistent with its partner, and as the model scores it
+            side = dict(case.sides)[s["role"]]
+            assert relations[case.relation].check(case, {**translation, side: s["text"]}).distance == 0
+            assert s["score"] == pytest.approx(ct2.searcher(4)[0].score([side], [s["text"]])[0], abs=1e-3)
+    assert built == []  # no fairseq translator made for the searches (the one compared with was made before)
+    assert sum(len(i["suggestions"]) for i in suggest(ct2, None)[1]) >= 1  # something offered on this tiny model
+
+
+def test_a_ctranslate2_prefix_search_begins_with_its_phrases_and_loads_fairseq_only_for_the_rest(files, monkeypatch):
+    ct2 = CTranslate2Translator(files=files, compute_type="float32", **OPTIONS)
+    search, _ = ct2.searcher(4)
+    sources = [en for en, _ in corpus.pairs(6, seed=13)]
+    own = ct2.translate(sources)
+    built = _counting_fairseq_loads(monkeypatch)
+    # phrases that begin the translation: its first characters, then its last ones
+    phrases = [[t[:2], t[-2:]] for t in own]
+    found = search.translate_constrained(sources, phrases, beam=4, nbest=4, starts=[True] * len(sources))
+    assert built == [] and search.searched == {"ctranslate2": len(sources), "fairseq": 0}
+    for t, ps, hyps in zip(own, phrases, found):
+        begun = search.t._text(search.prefix_tokens(ps))  # the phrases but the last, to the last whole token
+        assert begun and ps[0].startswith(begun) and all(h.text.startswith(begun) for h in hyps)
+        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert any(h.met for h in hyps)  # the phrases joined are a candidate, whatever the model writes after them
+    assert search.score([sources[0]], [found[0][0].text]) == pytest.approx([found[0][0].score])
+    # an n-best list: CTranslate2's beam search, its best hypothesis the translation
+    nbest = search.translate_constrained(sources, [[] for _ in sources], beam=4, nbest=4)
+    assert [h[0].text for h in nbest] == own and built == []
+    # phrases that need not begin it: fairseq's lexically constrained search, loaded for them
+    found = search.translate_constrained(sources[:2], phrases[:2], beam=4, nbest=2, starts=[False, False])
+    assert len(built) == 1 and search.searched["fairseq"] == 2 and all(found)
 
 
 def test_texts_begun_in_the_background_are_translated_as_at_once(files, fairseq_out, tmp_path, caplog):  # noqa: F811

@@ -330,9 +330,15 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
 
             return FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
 
-        # fairseq loaded when a search is asked for; scores from this model where it computes as fairseq (float32)
-        scorer = (lambda sources, targets: ct2_scores(self, sources, targets)) if self.compute_type == "float32" else None
-        return FairseqOnDemand(build, scorer), f", fairseq on the {self.name} model's checkpoint"
+        # fairseq loaded when a search is asked for; where this model computes as fairseq (float32) its scores, its
+        # n-best lists and the searches that begin with their phrases from this model (repair.nmt.fairseq.ct2_search)
+        if self.compute_type != "float32":
+            return FairseqOnDemand(build, None), f", fairseq on the {self.name} model's checkpoint"
+        from repair.nmt.fairseq.ct2_search import PrefixSearch
+
+        fallback = FairseqOnDemand(build, lambda sources, targets: ct2_scores(self, sources, targets))
+        return PrefixSearch(self, fallback), (f", {self.name}: its phrases up to the last as the translation's "
+                                              f"beginning, else fairseq on the model's checkpoint")
 
     def begin(self, texts: list[str]):
         """The texts translated by CTranslate2's own threads while the caller goes on (its searches release the
@@ -363,22 +369,32 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         out = [""] * len(texts)
         cleaned = [clean_text(t or "") for t in texts]
         todo = [i for i, t in enumerate(cleaned) if t]
-        tokens = [self.source_prefix + line.split() for line in self.src_codec.encode_all([cleaned[i] for i in todo])]
-        if self.max_source_positions is not None:
-            limit = self.max_source_positions - 1  # the converted model adds the end token
-            cut = sum(len(t) > limit for t in tokens)
-            if cut:
-                logger.warning("%d text(s) longer than the model's %d source positions were truncated",
-                               cut, self.max_source_positions)
-                tokens = [t[:limit] for t in tokens]
+        tokens = self.source_tokens([cleaned[i] for i in todo], warn=True)
         by_cap: dict[int, list[int]] = {}
-        for k, cap in enumerate(self.caps([len(t) + 1 for t in tokens])):
+        for k, cap in enumerate(self.caps(self.source_lengths(tokens))):
             by_cap.setdefault(cap, []).append(k)
-        tokens = [t + self._source_suffix for t in tokens]
         decide = self._fairseq_rule if self.fairseq_cap else self._own_rule
         for k, hypothesis in decide(tokens, by_cap).items():
             out[todo[k]] = self._text(hypothesis)
         return out
+
+    def source_tokens(self, cleaned: Sequence[str], warn: bool = False) -> list[list[str]]:
+        """Cleaned texts as the converted model reads them: preprocessed, the source prefix before, cut to the model's
+        source positions, the end token after where the model does not add it."""
+        tokens = [self.source_prefix + line.split() for line in self.src_codec.encode_all(list(cleaned))]
+        if self.max_source_positions is not None:
+            limit = self.max_source_positions - 1  # the converted model adds the end token
+            cut = sum(len(t) > limit for t in tokens)
+            if cut:
+                if warn:
+                    logger.warning("%d text(s) longer than the model's %d source positions were truncated",
+                                   cut, self.max_source_positions)
+                tokens = [t[:limit] for t in tokens]
+        return [t + self._source_suffix for t in tokens]
+
+    def source_lengths(self, tokens: Sequence[Sequence[str]]) -> list[int]:
+        """The lengths fairseq counts for the caps (with the end token) of source_tokens' sources."""
+        return [len(t) - len(self._source_suffix) + 1 for t in tokens]
 
     def _text(self, hypothesis: Sequence[str]) -> str:
         return self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))

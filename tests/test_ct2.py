@@ -457,7 +457,7 @@ def test_suggestions_for_a_ctranslate2_model_say_where_they_came_from(files):
     from repair.purity.relations.replace import ReplaceRelation
     from repair.purity.suggest import add_suggestions
 
-    for compute_type, by in (("float32", "ctranslate2: its phrases up to the last as the translation's beginning"),
+    for compute_type, by in (("float32", "ctranslate2 with the phrases in a forced beginning of the translation"),
                              ("int8", "fairseq on the ctranslate2 model's checkpoint")):
         ct2 = CTranslate2Translator(files=files, compute_type=compute_type, **OPTIONS)
         o, m = "The teacher likes the clever student .", "The teacher likes the clever child ."
@@ -570,8 +570,12 @@ def test_a_ctranslate2_prefix_search_begins_with_its_phrases_and_loads_fairseq_o
     # an n-best list: CTranslate2's beam search, its best hypothesis the translation
     nbest = search.translate_constrained(sources, [[] for _ in sources], beam=4, nbest=4)
     assert [h[0].text for h in nbest] == own and built == []
-    # phrases that need not begin it: fairseq's lexically constrained search, loaded for them
-    found = search.translate_constrained(sources[:2], phrases[:2], beam=4, nbest=2, starts=[False, False])
+    # phrases that need not begin it: put after each beginning of the model's own translation, still CTranslate2
+    found = search.translate_constrained(sources, [[t[-2:]] for t in own], beam=4, nbest=2, starts=[False] * 6)
+    assert built == [] and search.searched == {"ctranslate2": 3 * len(sources), "fairseq": 0}
+    assert all(hyps and hyps[0].met and t[-2:] in hyps[0].text for t, hyps in zip(own, found))
+    # phrases in any order: fairseq's lexically constrained search, loaded for them
+    found = search.translate_constrained(sources[:2], phrases[:2], beam=4, nbest=2, ordered=False)
     assert len(built) == 1 and search.searched["fairseq"] == 2 and all(found)
 
 

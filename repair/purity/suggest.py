@@ -9,8 +9,9 @@ After detection, in one batch over all issues:
   translation, with the new word's translation in its place; and the reverse for the original.
 A candidate is offered only when the relation's own check gives the pair distance 0 with it in place of the
 side's translation. Each issue gets `suggestions: [{role, text, origin, score}]`, best (highest score, fairseq's
-length-normalized log-probability) first. A CTranslate2 model is searched with fairseq on the same checkpoint
-(CTranslate2 has no lexical constraints); its origin says so.
+length-normalized log-probability) first. A CTranslate2 model in float32 searches itself where the phrases begin the
+translation (a target prefix: repair.nmt.fairseq.ct2_search), else fairseq searches on the same checkpoint (CTranslate2
+has no lexical constraints); the origin says which.
 """
 
 from __future__ import annotations

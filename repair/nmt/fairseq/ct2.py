@@ -319,7 +319,9 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         return None
 
     def searcher(self, beam: int):
-        """CTranslate2 has no lexical constraints: fairseq searches on the checkpoint this model was converted from."""
+        """CTranslate2 has no lexical constraints: in float32 it searches with the phrases in a forced beginning of the
+        translation (a target prefix: repair.nmt.fairseq.ct2_search), fairseq on the checkpoint this model was
+        converted from only for phrases in any order; in another compute type fairseq searches all."""
         why = self.why_no_search()
         if why:
             return None, why
@@ -337,8 +339,8 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         from repair.nmt.fairseq.ct2_search import PrefixSearch
 
         fallback = FairseqOnDemand(build, lambda sources, targets: ct2_scores(self, sources, targets))
-        return PrefixSearch(self, fallback), (f", {self.name}: its phrases up to the last as the translation's "
-                                              f"beginning, else fairseq on the model's checkpoint")
+        return PrefixSearch(self, fallback), f", {self.name} with the phrases in a forced beginning of the translation"
+
 
     def begin(self, texts: list[str]):
         """The texts translated by CTranslate2's own threads while the caller goes on (its searches release the

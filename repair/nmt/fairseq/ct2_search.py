@@ -1,17 +1,20 @@
 """The suggestion step's searches on a fairseq model run with CTranslate2 (float32: fairseq's own translations and
-scores), without loading fairseq where CTranslate2 can do the search itself.
+scores), without loading fairseq.
 
 CTranslate2 has no lexical constraints, but it takes a target prefix. Nearly every search the suggestion step asks for
 begins its translation with its phrases (`starts`: an RTI container's own translation up to the span where the RTI's
 translation goes, the partner's translation up to the replaced word, then the word's): such a search is CTranslate2's
 beam search from the phrases but the last as its forced beginning (`prefix_tokens`: spelt as the model spells the
-whole), the model writing the rest; the phrases joined as they are (the splice itself) are a candidate too. An n-best list (no phrases) is CTranslate2's beam search. Every
-candidate is scored teacher-forced by CTranslate2 (fairseq's score, `ct2_scores`) and marked met where it holds every
-phrase in order; the best `nbest` are returned, best first. A search whose phrases do not begin the translation goes
-to fairseq on the checkpoint (FairseqOnDemand: loaded on first use).
+whole), the model writing the rest; the phrases joined as they are (the splice itself) are a candidate too. Phrases
+that need not begin the translation (a container none of whose spans is close to its RTI's translation) are put after
+each beginning of the model's own translation in turn, each such prefix searched for its best continuation. An n-best
+list (no phrases) is CTranslate2's beam search. Every candidate is scored teacher-forced by CTranslate2 (fairseq's
+score, `ct2_scores`) and marked met where it holds every phrase in order; the best `nbest` are returned, best first.
+Only phrases in any order (the review memory's terms) go to fairseq on the checkpoint (FairseqOnDemand: loaded on first
+use).
 
-Where the phrases are consecutive (a splice of the whole translation), fairseq's constrained search may still put
-words between them, which a prefix does not; the review figures of both, on the demo model: docs/suggestions.md.
+fairseq's constrained search may put words between the phrases, and choose the words before a phrase freely, which
+these prefixes do not; the review figures of both, on the demo's models: docs/suggestions.md.
 """
 
 from __future__ import annotations
@@ -56,13 +59,13 @@ class PrefixSearch:
                               nbest: int = 1, ordered: bool = True, max_lengths: Sequence[int | None] | None = None,
                               starts: Sequence[bool] | None = None, rows: int | None = None) -> list[list[Hypothesis]]:
         """As repair.nmt.fairseq.constrained.translate_constrained: `nbest` hypotheses per source, best first, each
-        with its score and whether it holds its phrases (in order)."""
+        with its score and whether it holds its phrases (in order). Phrases in any order go to fairseq."""
         n = len(sources)
         starts = list(starts) if starts is not None else [False] * n
         caps = list(max_lengths) if max_lengths is not None else [None] * n
         phrases = [[p for p in (clean_text(c) for c in cs) if p] for cs in constraints]
-        here = [k for k in range(n) if not phrases[k] or (ordered and starts[k])]
-        there = [k for k in range(n) if k not in set(here)]
+        here = [k for k in range(n) if not phrases[k] or ordered]
+        there = [k for k in range(n) if phrases[k] and not ordered]
         out: list[list[Hypothesis]] = [[] for _ in range(n)]
         if there:
             found = self.fallback.translate_constrained(
@@ -73,7 +76,7 @@ class PrefixSearch:
             self.searched["fairseq"] += len(there)
         if here:
             for k, hyps in zip(here, self._search([sources[k] for k in here], [phrases[k] for k in here],
-                                                  [caps[k] for k in here], beam, nbest)):
+                                                  [caps[k] for k in here], [starts[k] for k in here], beam, nbest)):
                 out[k] = hyps
             self.searched["ctranslate2"] += len(here)
         return out
@@ -85,15 +88,15 @@ class PrefixSearch:
                 self._vocabulary = {line.split()[0] for line in f if line.strip()}
         return self._vocabulary
 
-    def prefix_tokens(self, phrases: Sequence[str]) -> list[str]:
+    def prefix_tokens(self, phrases: Sequence[str], every: bool = False) -> list[str]:
         """The target tokens a search begins with: the phrases joined (the candidate they make) tokenized as a whole, as
-        the model spells that text, cut after the last token that ends within the phrases but the last (all of them,
-        where there is one). A phrase tokenized alone is spelt as a text of its own (SentencePiece's `▁高 大` for the
-        `▁高大的` of the model's own translation, jieba's words cut at its edge), which the model writes seldom; nor past a
-        token the model's dictionary lacks (a piece of a word it only knows whole)."""
+        the model spells that text, cut after the last token that ends within the phrases but the last (`every`: all
+        of them; all where there is one). A phrase tokenized alone is spelt as a text of its own (SentencePiece's
+        `▁高 大` for the `▁高大的` of the model's own translation, jieba's words cut at its edge), which the model writes
+        seldom; nor past a token the model's dictionary lacks (a piece of a word it only knows whole)."""
         if not phrases:
             return []
-        forced = "".join("".join(phrases[:-1] if len(phrases) > 1 else phrases).split())
+        forced = "".join("".join(phrases[:-1] if len(phrases) > 1 and not every else phrases).split())
         tokens = self.tgt_codec.encode_all(["".join(phrases)])[0].split()
         vocabulary = self.vocabulary()
         cut = 0
@@ -107,33 +110,59 @@ class PrefixSearch:
                 cut = i
         return tokens[:cut]
 
-    def _search(self, sources: list[str], phrases: list[list[str]], caps: list[int | None], beam: int,
-                nbest: int) -> list[list[Hypothesis]]:
+    def heads(self, translation: str) -> list[str]:
+        """The beginnings of a translation at each of its tokens' ends, the empty one first (where a phrase that need
+        not begin the translation may go)."""
+        tokens = self.tgt_codec.encode_all([translation])[0].split()
+        whole = "".join(translation.split())
+        out = [""]
+        for i in range(1, len(tokens)):
+            head = "".join(self.t._text(tokens[:i]).split())
+            if head and whole.startswith(head) and head != out[-1]:
+                out.append(head)
+        return out
+
+    def _search(self, sources: list[str], phrases: list[list[str]], caps: list[int | None], starts: list[bool],
+                beam: int, nbest: int) -> list[list[Hypothesis]]:
+        """Searches: (source, prefix, hypotheses kept) each. An n-best list: no prefix, `width` kept. Phrases that begin
+        the translation: the prefix of all but the last, `width` kept, and the phrases joined a candidate. Phrases that
+        need not: the model's own translation up to each of its tokens (`heads`) then the phrases, each prefix searched
+        keeping its best continuation (where the model would put them: fairseq's search decides it by the same
+        scores)."""
         t = self.t
+        width = max(beam, nbest)
         cleaned = [clean_text(s or "") for s in sources]
         todo = [k for k, s in enumerate(cleaned) if s]
-        src = t.source_tokens([cleaned[k] for k in todo])
-        own_caps = t.caps(t.source_lengths(src))
-        prefixes = [self.prefix_tokens(phrases[k]) for k in todo]
-        groups: dict[int, list[int]] = {}
-        for j, k in enumerate(todo):
-            cap = caps[k] if caps[k] is not None else own_caps[j]
-            groups.setdefault(max(int(cap), len(prefixes[j]) + 1), []).append(j)
-        width = max(beam, nbest)
-        calls = []
-        for cap, group in sorted(groups.items()):
-            batch = [src[j] for j in group]
-            calls.append((group, t.model.translate_batch(
-                batch, target_prefix=[prefixes[j] or None for j in group], beam_size=width, num_hypotheses=width,
-                **t._penalties(), max_decoding_length=cap, **t._batching(batch))))
+        inserting = [k for k in todo if phrases[k] and not starts[k]]
+        own = dict(zip(inserting, t.translate([sources[k] for k in inserting]))) if inserting else {}
         candidates: list[list[str]] = [[] for _ in sources]
+        items: list[tuple[int, list[str], int]] = []
+        for k in todo:
+            if not phrases[k]:
+                items.append((k, [], width))
+            elif starts[k]:
+                items.append((k, self.prefix_tokens(phrases[k]), width))
+                if len(phrases[k]) > 1:
+                    candidates[k].append("".join(phrases[k]))  # the phrases as they are, one after the other
+            else:
+                for head in self.heads(own[k]):
+                    items.append((k, self.prefix_tokens([head, *phrases[k]], every=True), 1))
+        src = dict(zip(todo, t.source_tokens([cleaned[k] for k in todo])))
+        own_caps = dict(zip(todo, t.caps(t.source_lengths([src[k] for k in todo]))))
+        groups: dict[tuple[int, int], list[int]] = {}
+        for j, (k, prefix, kept) in enumerate(items):
+            cap = caps[k] if caps[k] is not None else own_caps[k]
+            groups.setdefault((max(int(cap), len(prefix) + 1), kept), []).append(j)
+        calls = []
+        for (cap, kept), group in sorted(groups.items()):
+            batch = [src[items[j][0]] for j in group]
+            calls.append((group, t.model.translate_batch(
+                batch, target_prefix=[items[j][1] or None for j in group], beam_size=width, num_hypotheses=kept,
+                **t._penalties(), max_decoding_length=cap, **t._batching(batch))))
         for group, results in calls:
             for j, result in zip(group, results):
-                k = todo[j]
-                texts = [t._text(h) for h in result.result().hypotheses]
-                if len(phrases[k]) > 1:
-                    texts.append("".join(phrases[k]))  # the phrases as they are, one after the other
-                candidates[k] = [x for x in dict.fromkeys(texts) if x.strip()]
+                candidates[items[j][0]] += [t._text(h) for h in result.result().hypotheses]
+        candidates = [[x for x in dict.fromkeys(c) if x.strip()] for c in candidates]
         pairs = [(sources[k], x) for k in range(len(sources)) for x in candidates[k]]
         scores = dict(zip(pairs, self.score([s for s, _ in pairs], [x for _, x in pairs]))) if pairs else {}
         out = []

@@ -4,6 +4,8 @@ asked for, and the model's scores from CTranslate2 itself where it computes as f
 Importing torch and fairseq and loading the checkpoint is most of the step where the scores set every side aside
 (`suggest.min_score`: a model whose translations of news text repeat themselves); a teacher-forced score is one
 `score_batch` pass of CTranslate2, whose float32 scores are fairseq's up to rounding (tests/test_ct2.py compares them).
+In float32 CTranslate2 also does the searches that begin with their phrases (repair.nmt.fairseq.ct2_search), and this
+loads fairseq only for the others.
 """
 
 from __future__ import annotations

@@ -560,11 +560,11 @@ def test_a_ctranslate2_prefix_search_begins_with_its_phrases_and_loads_fairseq_o
     # phrases that begin the translation: its first characters, then its last ones
     phrases = [[t[:2], t[-2:]] for t in own]
     found = search.translate_constrained(sources, phrases, beam=4, nbest=4, starts=[True] * len(sources))
-    assert built == [] and search.searched == {"ctranslate2": len(sources), "fairseq": 0}
+    assert built == [] and search.searched == {"ctranslate2": len(sources), "fallback": 0}
     for t, ps, hyps in zip(own, phrases, found):
-        begun = search.t._text(search.prefix_tokens(ps))  # the phrases but the last, to the last whole token
+        begun = search.t.text_of(search.prefix_tokens(ps))  # the phrases but the last, to the last whole token
         assert begun and ps[0].startswith(begun) and all(h.text.startswith(begun) for h in hyps)
-        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
+        assert [(not h.met, -h.score) for h in hyps] == sorted((not h.met, -h.score) for h in hyps)  # met first
         assert any(h.met for h in hyps)  # the phrases joined are a candidate, whatever the model writes after them
     assert search.score([sources[0]], [found[0][0].text]) == pytest.approx([found[0][0].score])
     # an n-best list: CTranslate2's beam search, its best hypothesis the translation
@@ -572,11 +572,11 @@ def test_a_ctranslate2_prefix_search_begins_with_its_phrases_and_loads_fairseq_o
     assert [h[0].text for h in nbest] == own and built == []
     # phrases that need not begin it: put after each beginning of the model's own translation, still CTranslate2
     found = search.translate_constrained(sources, [[t[-2:]] for t in own], beam=4, nbest=2, starts=[False] * 6)
-    assert built == [] and search.searched == {"ctranslate2": 3 * len(sources), "fairseq": 0}
+    assert built == [] and search.searched == {"ctranslate2": 3 * len(sources), "fallback": 0}
     assert all(hyps and hyps[0].met and t[-2:] in hyps[0].text for t, hyps in zip(own, found))
     # phrases in any order: fairseq's lexically constrained search, loaded for them
     found = search.translate_constrained(sources[:2], phrases[:2], beam=4, nbest=2, ordered=False)
-    assert len(built) == 1 and search.searched["fairseq"] == 2 and all(found)
+    assert len(built) == 1 and search.searched["fallback"] == 2 and all(found)
 
 
 def test_texts_begun_in_the_background_are_translated_as_at_once(files, fairseq_out, tmp_path, caplog):  # noqa: F811

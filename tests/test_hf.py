@@ -271,6 +271,46 @@ def test_constrained_search_on_the_decoder_step_writes_the_phrases_and_scores_by
     assert search.phrase_tokens(pairs[0][1], start=True) == len(search.tgt_codec.encode_all([pairs[0][1]])[0].split())
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("folder", ["model", "nllb"])
+def test_ctranslate2_on_a_transformers_folder_searches_itself_and_scores_as_transformers_does(hf, folder, tmp_path,
+                                                                                              monkeypatch):
+    """Suggestions on a CTranslate2 conversion: its own prefix searches and teacher-forced scores, the transformers
+    model loaded only for phrases in any order; scores as the transformers search gives them (the language token of a
+    model that has one counted as it counts it)."""
+    from repair.nmt.hf import translator as hf_translator
+    from repair.nmt.hf.translator import TransformersTranslator
+    from repair.purity.translators import make_translator
+
+    pairs = short_pairs(hf["corpus"], "test")[:6]
+    sources = [s for s, _ in pairs]
+    t = make_translator({"name": "ctranslate2", "checkpoint": str(hf[folder]), "cache_dir": str(tmp_path),
+                         "max_len": 30, "device": "cpu", "threads": 2, "compute_type": "float32"})
+    own = t.translate(sources)
+    reference = TransformersTranslator(hf[folder], max_len=30, device="cpu", threads=2).searcher(4)[0]
+    built = []
+    original = hf_translator.TransformersTranslator.__init__
+    monkeypatch.setattr(hf_translator.TransformersTranslator, "__init__",
+                        lambda self, *a, **k: (built.append(1), original(self, *a, **k))[1])
+    search, note = t.searcher(4)
+    assert "ctranslate2 with the phrases in a forced beginning" in note
+    targets = own + [z for _, z in pairs]
+    got, want = search.score(sources * 2, targets), reference.score(sources * 2, targets)
+    assert max(abs(a - b) for a, b in zip(got, want)) < 1e-3
+    phrases = [[x[:2], x[-1:]] for x in own if len(x) >= 3]
+    found = search.translate_constrained(sources[:len(phrases)], phrases, beam=4, nbest=3, starts=[True] * len(phrases))
+    for hyps, ps in zip(found, phrases):
+        begun = t.text_of(search.prefix_tokens(ps))
+        assert hyps and all(h.text.startswith(begun) for h in hyps) and any(h.met for h in hyps)
+    nbest = search.translate_constrained(sources, [[] for _ in sources], beam=t.beam, nbest=t.beam)
+    # CTranslate2's beam search, the translation among its list (ranked by the scores: a text cut at the cap loses
+    # its place there, the end token it never wrote being scored)
+    assert all(x in [h.text for h in hyps] for x, hyps in zip(own, nbest))
+    assert built == [] and search.searched == {"ctranslate2": len(phrases) + len(sources), "fallback": 0}
+    unordered = search.translate_constrained(sources[:1], [[own[0][:1]]], beam=4, ordered=False)
+    assert len(built) == 1 and unordered[0]
+
+
 def test_a_run_folder_from_before_the_adapter_keys_resumes(tmp_path):
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf

@@ -10,7 +10,7 @@ After detection, in one batch over all issues:
 A candidate is offered only when the relation's own check gives the pair distance 0 with it in place of the
 side's translation. Each issue gets `suggestions: [{role, text, origin, score}]`, best (highest score, fairseq's
 length-normalized log-probability) first. A CTranslate2 model in float32 searches itself where the phrases begin the
-translation (a target prefix: repair.nmt.fairseq.ct2_search), else fairseq searches on the same checkpoint (CTranslate2
+translation (a target prefix: repair.nmt.ct2.search), else fairseq searches on the same checkpoint (CTranslate2
 has no lexical constraints); the origin says which.
 """
 

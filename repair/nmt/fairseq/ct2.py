@@ -320,7 +320,7 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
 
     def searcher(self, beam: int):
         """CTranslate2 has no lexical constraints: in float32 it searches with the phrases in a forced beginning of the
-        translation (a target prefix: repair.nmt.fairseq.ct2_search), fairseq on the checkpoint this model was
+        translation (a target prefix: repair.nmt.ct2.search), fairseq on the checkpoint this model was
         converted from only for phrases in any order; in another compute type fairseq searches all."""
         why = self.why_no_search()
         if why:
@@ -333,10 +333,10 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
             return FairseqTranslator(files=self.files, beam=beam, device=self.device, threads=self.threads * self.workers)
 
         # fairseq loaded when a search is asked for; where this model computes as fairseq (float32) its scores, its
-        # n-best lists and the searches that begin with their phrases from this model (repair.nmt.fairseq.ct2_search)
+        # n-best lists and the searches that begin with their phrases from this model (repair.nmt.ct2.search)
         if self.compute_type != "float32":
             return FairseqOnDemand(build, None), f", fairseq on the {self.name} model's checkpoint"
-        from repair.nmt.fairseq.ct2_search import PrefixSearch
+        from repair.nmt.ct2.search import PrefixSearch
 
         fallback = FairseqOnDemand(build, lambda sources, targets: ct2_scores(self, sources, targets))
         return PrefixSearch(self, fallback), f", {self.name} with the phrases in a forced beginning of the translation"
@@ -397,6 +397,32 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
     def source_lengths(self, tokens: Sequence[Sequence[str]]) -> list[int]:
         """The lengths fairseq counts for the caps (with the end token) of source_tokens' sources."""
         return [len(t) - len(self._source_suffix) + 1 for t in tokens]
+
+    # ------------------------------------------------------------------ what PrefixSearch asks (repair.nmt.ct2.search)
+
+    decoder_prefix: list[str] = []
+
+    def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        return [line.split() for line in self.tgt_codec.encode_all(list(texts))]
+
+    def text_of(self, tokens: Sequence[str]) -> str:
+        return self._text(tokens)
+
+    def target_vocabulary(self) -> list[str]:
+        from repair.nmt.ct2.search import converted_vocabulary
+
+        return converted_vocabulary(self.model_path)
+
+    def search_caps(self, tokens: Sequence[Sequence[str]]) -> list[int]:
+        return self.caps(self.source_lengths(tokens))
+
+    def search_options(self, batch: list[list[str]]) -> dict:
+        return {**self._penalties(), **self._batching(batch)}
+
+    def teacher_scores(self, sources: Sequence[str], targets: Sequence[str]) -> list[float]:
+        from repair.nmt.fairseq.ondemand import ct2_scores
+
+        return ct2_scores(self, sources, targets)
 
     def _text(self, hypothesis: Sequence[str]) -> str:
         return self.tgt_codec.decode(" ".join(t for t in hypothesis if t not in self._ignore))

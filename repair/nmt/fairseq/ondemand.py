@@ -4,8 +4,8 @@ asked for, and the model's scores from CTranslate2 itself where it computes as f
 Importing torch and fairseq and loading the checkpoint is most of the step where the scores set every side aside
 (`suggest.min_score`: a model whose translations of news text repeat themselves); a teacher-forced score is one
 `score_batch` pass of CTranslate2, whose float32 scores are fairseq's up to rounding (tests/test_ct2.py compares them).
-In float32 CTranslate2 also does the searches that begin with their phrases (repair.nmt.fairseq.ct2_search), and this
-loads fairseq only for the others.
+In float32 CTranslate2 also does the searches (repair.nmt.ct2.search), and this loads fairseq only for phrases in any
+order (the review memory's terms).
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ import math
 from typing import Callable, Sequence
 
 from repair.data.prepare import clean_text
-
-# tokens per score_batch batch (CTranslate2 sorts a call's examples by length first): small batches keep the whole
-# vocabulary's log probabilities at every position in the CPU's caches (2 cores, 300 of the CNN 200's Purity texts and
-# their translations, encoded: 0.45-0.52 s at 2,000, 0.42 at 1,000, 0.28 at 400, 0.25 at 200, 0.25-0.26 at 100)
-SCORE_BATCH_TOKENS = 200
+from repair.nmt.ct2.search import SCORE_BATCH_TOKENS
 
 
 def ct2_scores(translator, sources: Sequence[str], targets: Sequence[str]) -> list[float]:

@@ -21,6 +21,7 @@ compute type below the bar, with a warning.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import shutil
@@ -33,6 +34,7 @@ from repair.fileio import file_sha256
 from repair.nmt.ct2.cache import MARKER, MARKER_FORMAT, cache_folder, cache_problem, conversion_folder, read_marker
 from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
+from repair.nmt.ct2.search import SCORE_BATCH_TOKENS
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
 
@@ -198,16 +200,88 @@ class TransformersCT2Translator(CTranslate2Runtime):
         return None
 
     def searcher(self, beam: int):
-        """CTranslate2 has no lexical constraints: the transformers model this one was converted from searches."""
+        """CTranslate2 has no lexical constraints: it searches with the phrases in a forced beginning of the
+        translation (a target prefix: repair.nmt.ct2.search); the transformers model this one was converted from, loaded
+        then, only for phrases in any order (the review memory's terms)."""
         if self.fallback is not None:
             return self.fallback.searcher(beam)
-        from repair.nmt.hf.translator import TransformersTranslator
+        from repair.nmt.ct2.search import OnDemand, PrefixSearch
 
-        if self._searching[0] != beam:  # loaded once for the searches of a run
-            self._searching = (beam, TransformersTranslator(
-                self.folder.path, beam=beam, max_len=self.max_len, device=self.kind,
-                threads=self.threads * self.workers, tgt_lang=self._tgt_lang, source_prefix=self.source_prefix or None))
-        return self._searching[1].searcher(beam)[0], f", transformers on the {self.name} model's folder"
+        if self._searching[0] != beam:  # made once for the searches of a run
+            def build():
+                from repair.nmt.hf.translator import TransformersTranslator
+
+                return TransformersTranslator(
+                    self.folder.path, beam=beam, max_len=self.max_len, device=self.kind,
+                    threads=self.threads * self.workers, tgt_lang=self._tgt_lang,
+                    source_prefix=self.source_prefix or None).searcher(beam)[0]
+            self._searching = (beam, PrefixSearch(self, OnDemand(build)))
+        return self._searching[1], f", {self.name} with the phrases in a forced beginning of the translation"
+
+    # ------------------------------------------------------------------ what PrefixSearch asks (repair.nmt.ct2.search)
+
+    @property
+    def tgt_codec(self):
+        from repair.nmt.hf.search import TargetCodec
+
+        return TargetCodec(self.tokenizer)
+
+    @property
+    def decoder_prefix(self) -> list[str]:
+        return list(self._prefix or [])
+
+    def source_tokens(self, cleaned: Sequence[str]) -> list[list[str]]:
+        ids = self.tokenizer([self.source_prefix + c for c in cleaned], truncation=True)["input_ids"]
+        return [self.tokenizer.convert_ids_to_tokens(x) for x in ids]
+
+    def target_tokens(self, texts: Sequence[str]) -> list[list[str]]:
+        ids = self.tokenizer(text_target=list(texts), add_special_tokens=False)["input_ids"]
+        return [self.tokenizer.convert_ids_to_tokens(x) for x in ids]
+
+    def text_of(self, tokens: Sequence[str]) -> str:
+        return self.tokenizer.decode(self.tokenizer.convert_tokens_to_ids(list(tokens)), skip_special_tokens=True).strip()
+
+    def target_vocabulary(self) -> list[str]:
+        from repair.nmt.ct2.search import converted_vocabulary
+
+        return converted_vocabulary(self.model_path)
+
+    def search_caps(self, tokens: Sequence[Sequence[str]]) -> list[int]:
+        # translation's max_decoding_length counts the language token forced first (decoder_prefix); a search's cap not
+        return [self.max_len - len(self.decoder_prefix)] * len(tokens)
+
+    def search_options(self, batch: list[list[str]]) -> dict:
+        return {"length_penalty": 1.0, "max_batch_size": self.max_tokens, "batch_type": "tokens", "asynchronous": True}
+
+    def _target_positions(self) -> int:
+        """The decoder's positions (the folder's max_position_embeddings; a text re-encoded from a translation cut at
+        the cap may need more tokens than the search wrote)."""
+        import json
+
+        try:
+            config = json.loads((Path(self.folder.base) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        return int(config.get("max_position_embeddings") or 1024)
+
+    def teacher_scores(self, sources: Sequence[str], targets: Sequence[str]) -> list[float]:
+        """As the transformers search scores (repair.nmt.hf.search.Searcher.score): the log-probability of the
+        target's tokens (the language token before them, where the model has one) and the end token, over their
+        number; -inf where the source or the target is empty."""
+        out = [-math.inf] * len(sources)
+        pairs = [(clean_text(a or ""), clean_text(b or "")) for a, b in zip(sources, targets)]
+        todo = [i for i, (a, b) in enumerate(pairs) if a and b]
+        if not todo:
+            return out
+        src = self.source_tokens([pairs[i][0] for i in todo])
+        limit = self._target_positions() - 1  # the end token CTranslate2 adds takes the last position
+        tgt = [(self.decoder_prefix + t)[:limit] for t in self.target_tokens([pairs[i][1] for i in todo])]
+        results = self.model.score_batch(src, tgt, max_batch_size=SCORE_BATCH_TOKENS, batch_type="tokens",
+                                         asynchronous=True)
+        for i, result in zip(todo, results):
+            log_probs = result.result().log_probs
+            out[i] = sum(log_probs) / max(1, len(log_probs))
+        return out
 
     def without_edit(self, fallback: str):
         return self.fallback.without_edit(fallback) if self.fallback is not None else None

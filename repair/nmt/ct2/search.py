@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Sequence
 
 from repair.data.prepare import clean_text
@@ -38,6 +39,24 @@ log = logging.getLogger(__name__)
 # vocabulary's log probabilities at every position in the CPU's caches (2 cores, 300 of the CNN 200's Purity texts and
 # their translations, encoded: 0.45-0.52 s at 2,000, 0.42 at 1,000, 0.28 at 400, 0.25 at 200, 0.25-0.26 at 100)
 SCORE_BATCH_TOKENS = 200
+
+
+def teacher_forced(translator, sources: Sequence[str], targets: Sequence[str], target_tokens, per) -> list[float]:
+    """Each target scored as its source's translation in one score_batch pass of the translator's CTranslate2 model:
+    `per(log_probs, target tokens)` of each, the targets' tokens from `target_tokens(texts)`; -inf where the source
+    or the target is empty."""
+    out = [-math.inf] * len(sources)
+    cleaned = [(clean_text(s or ""), clean_text(x or "")) for s, x in zip(sources, targets)]
+    todo = [i for i, (s, x) in enumerate(cleaned) if s and x]
+    if not todo:
+        return out
+    src = translator.source_tokens([cleaned[i][0] for i in todo])
+    tgt = target_tokens([cleaned[i][1] for i in todo])
+    results = translator.model.score_batch(src, tgt, max_batch_size=SCORE_BATCH_TOKENS, batch_type="tokens",
+                                           asynchronous=True)
+    for i, y, result in zip(todo, tgt, results):
+        out[i] = per(result.result().log_probs, y)
+    return out
 
 
 def converted_vocabulary(path) -> list[str]:

@@ -21,7 +21,6 @@ compute type below the bar, with a warning.
 from __future__ import annotations
 
 import logging
-import math
 import os
 import re
 import shutil
@@ -34,7 +33,6 @@ from repair.fileio import file_sha256
 from repair.nmt.ct2.cache import MARKER, MARKER_FORMAT, cache_folder, cache_problem, conversion_folder, read_marker
 from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
-from repair.nmt.ct2.search import SCORE_BATCH_TOKENS
 from repair.nmt.hf.folder import Folder, folder_sha256, load_model, load_tokenizer, model_files, resolve
 from repair.nmt.hf.translator import UNUSED, refuse_set
 
@@ -268,20 +266,12 @@ class TransformersCT2Translator(CTranslate2Runtime):
         """As the transformers search scores (repair.nmt.hf.search.Searcher.score): the log-probability of the
         target's tokens (the language token before them, where the model has one) and the end token, over their
         number; -inf where the source or the target is empty."""
-        out = [-math.inf] * len(sources)
-        pairs = [(clean_text(a or ""), clean_text(b or "")) for a, b in zip(sources, targets)]
-        todo = [i for i, (a, b) in enumerate(pairs) if a and b]
-        if not todo:
-            return out
-        src = self.source_tokens([pairs[i][0] for i in todo])
+        from repair.nmt.ct2.search import teacher_forced
+
         limit = self._target_positions() - 1  # the end token CTranslate2 adds takes the last position
-        tgt = [(self.decoder_prefix + t)[:limit] for t in self.target_tokens([pairs[i][1] for i in todo])]
-        results = self.model.score_batch(src, tgt, max_batch_size=SCORE_BATCH_TOKENS, batch_type="tokens",
-                                         asynchronous=True)
-        for i, result in zip(todo, results):
-            log_probs = result.result().log_probs
-            out[i] = sum(log_probs) / max(1, len(log_probs))
-        return out
+        return teacher_forced(self, sources, targets,
+                              lambda texts: [(self.decoder_prefix + t)[:limit] for t in self.target_tokens(texts)],
+                              lambda log_probs, y: sum(log_probs) / max(1, len(log_probs)))
 
     def without_edit(self, fallback: str):
         return self.fallback.without_edit(fallback) if self.fallback is not None else None

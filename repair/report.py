@@ -293,6 +293,9 @@ def finetune_markdown(ft: dict) -> list[str]:
     stop = (ft.get("stop") or {}).get("why")
     lines = [f"- Fine-tuning: {ft['epochs']} epochs, best validation loss "
              f"{'none (never validated)' if best is None else f'{best:.4f}'}" + (f"; stopped: {stop}" if stop else "")]
+    rate = ft.get("learning_rate") or {}
+    if rate.get("lr") is not None and rate.get("lr") != rate.get("given"):
+        lines.append(f"  - learning rate {rate['lr']:g}: {rate.get('why')}")
     enc = ft.get("encoding") or {}
     if enc.get("checked"):
         lines.append(f"  - the base model's validation loss on the fine-tune's encoding {enc['base_valid_loss']} (its "

@@ -279,6 +279,20 @@ def test_what_stops_the_test_and_what_is_a_warning():
     assert not stops({"problems": []})
 
 
+def test_the_fine_tunes_learning_rate_is_at_least_half_the_one_the_model_was_trained_with(joint):
+    from repair.errors import UserError
+    from repair.nmt.fairseq.finetune import finetune_lr
+    from repair.stages.finetune import lr_share
+
+    lr, record = finetune_lr(joint["checkpoint"], 1e-3, 0.5)  # trained at 5e-3 (tests/cli_model.py)
+    assert lr == pytest.approx(2.5e-3) and record["trained"] == 5e-3 and "finetune.lr_from_model" in record["why"]
+    assert finetune_lr(joint["checkpoint"], 4e-3, 0.5)[0] == 4e-3  # the group's own, where higher
+    assert finetune_lr(joint["checkpoint"], 1e-3, None)[0] == 1e-3  # off
+    assert lr_share(None) is None and lr_share(0) is None and lr_share(0.5) == 0.5
+    with pytest.raises(UserError, match="finetune.lr_from_model"):
+        lr_share(-1)
+
+
 def test_a_fine_tune_of_the_joint_model_reaches_its_fixes_and_says_why_it_stopped(joint, tmp_path):
     """The fine-tune stage (tests/reach.py) on 6 corrections of sentences of the validation split: the validation loss
     rises from the first epochs while the corrections are learnt, and the fine-tune goes on while epochs fix more of
@@ -295,8 +309,11 @@ def test_a_fine_tune_of_the_joint_model_reaches_its_fixes_and_says_why_it_stoppe
     cfg = {"name": "fairseq", "beam": 2, "device": "cpu", "bpe": "sentencepiece",
            "sentencepiece_model": str(joint["spm"])}
     data = data_folder(corpus, tmp_path / "data", 100, 60)
+    # the group's lr (1e-3) raised to half the 5e-3 the model was trained with (finetune.lr_from_model): at 1e-3 this
+    # fine-tune fixed 3 of the 6 in 20 epochs
     result, fixes = reach(cfg, joint["checkpoint"], data, candidates, 6, tmp_path / "ft", replay=100, keep=0,
-                          patience=6, lr=5e-3, max_epoch=30)
+                          patience=6, max_epoch=30)
+    assert result["learning_rate"]["lr"] == pytest.approx(2.5e-3) and result["learning_rate"]["trained"] == 5e-3
     assert fixes["fix_rate"] >= 0.9, (fixes["rows"], result["stop"], result["selected"]["epochs"])
     stop = result["stop"]
     assert stop["reason"] == "fix_rate" and stop["why"].startswith(f"fix rate reached: epoch {stop['epoch']} fixes")

@@ -57,6 +57,8 @@ class FinetuneSettings:
     lora_targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "out_proj", "fc1", "fc2")
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
     #                              times the one its checkpoint recorded (0: not checked)
+    lr_from_model: float | None = None  # the lr is at least this share of the one the base model was trained with,
+    #                                     where its checkpoint records it (fairseq); None: lr as given
 
 
 SELECT = ("loss", "corrections")
@@ -106,7 +108,20 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
                             replay_target=target, exclude=tuple(" ".join(s.split()) for s in exclude),
                             l2=float(ft.get("l2") or 0.0), trainable=tuple(ft.get("trainable") or ()),
-                            encoding_check=encoding_ratio(ft.get("encoding_check", 1.5)), **adapter_settings(ft))
+                            encoding_check=encoding_ratio(ft.get("encoding_check", 1.5)),
+                            lr_from_model=lr_share(ft.get("lr_from_model")), **adapter_settings(ft))
+
+
+def lr_share(value) -> float | None:
+    """finetune.lr_from_model, checked: a share above 0, or None (off)."""
+    from repair.errors import UserError
+
+    if value is None or value == 0:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise UserError(f"finetune.lr_from_model={value!r}: give the share of the base model's training learning rate "
+                        f"the fine-tune's may not go below (0.5: half of it), or null (finetune.lr as given)")
+    return float(value)
 
 
 def adapter_settings(ft: dict) -> dict:
@@ -249,6 +264,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             stop_when=rule,
             probe_pairs=[(c["source"], c["correction"]) for c in corrections],
             encoding_check=settings.encoding_check,
+            **({"lr_from_model": settings.lr_from_model} if settings.lr_from_model else {}),
         )
         if rule is not None:
             result = rule.explained(result)

@@ -120,6 +120,26 @@ def load_checkpoint(path: str | os.PathLike) -> dict:
     return state
 
 
+def trained_lr(path: str | os.PathLike) -> float | None:
+    """The (peak) learning rate a fairseq checkpoint records it was trained with, or None where it records none.
+    Read with the tensors memory-mapped where the file allows (a large model's weights are not read for it)."""
+    torch = allow_fairseq_globals()
+    try:
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except RuntimeError:  # a file from before torch's zip format cannot be memory-mapped
+            state = load_checkpoint(path)
+        lr = checkpoint_cfg(state).optimization.lr
+    except (UserError, pickle.UnpicklingError, AttributeError, KeyError, TypeError, ValueError, OSError):
+        return None
+    lr = lr[0] if isinstance(lr, (list, tuple)) or (hasattr(lr, "__len__") and not isinstance(lr, str)) else lr
+    try:
+        lr = float(lr)
+    except (TypeError, ValueError):
+        return None
+    return lr if lr > 0 else None
+
+
 def checkpoint_cfg(state: dict):
     """The training configuration stored in a checkpoint, as an OmegaConf DictConfig."""
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

@@ -138,6 +138,28 @@ def probe_loss(state: dict, base: ModelFiles, save_dir: str | os.PathLike, base_
     return None if loss is None else round(loss, 4)
 
 
+def finetune_lr(base_checkpoint: Path, lr: float, share: float | None) -> tuple[float, dict]:
+    """The fine-tune's learning rate: `lr`, or `share` of the one the base model was trained with where that is
+    higher (a model trained briefly at a high rate barely moves at a rate far below it: the joint-SentencePiece
+    fixture, trained at 5e-3 for 50 updates, fixed 3 of 6 corrections in 20 epochs at 1e-3 and 6 of 6 by epoch 17
+    at 2.5e-3; the demo's and the examples' models, trained at 2e-3, keep 1e-3). With what it was and why."""
+    from repair.nmt.fairseq.checkpoint import trained_lr
+
+    record = {"lr": float(lr), "given": float(lr), "trained": None, "lr_from_model": share}
+    if not share:
+        return float(lr), {**record, "why": "finetune.lr"}
+    trained = trained_lr(base_checkpoint)
+    record["trained"] = trained
+    if trained is None or share * trained <= lr:
+        return float(lr), {**record, "why": "finetune.lr" + ("" if trained is None else
+                                                              f" (at least {share:g} x the {trained:g} it was trained with)")}
+    used = share * trained
+    logger.info("fine-tune learning rate %g: %g x the %g %s was trained with (finetune.lr_from_model), above "
+                "finetune.lr=%g", used, share, trained, base_checkpoint, lr)
+    return used, {**record, "lr": used, "why": f"finetune.lr_from_model: {share:g} x the {trained:g} the base model "
+                                                 f"was trained with, above finetune.lr={lr:g}"}
+
+
 def finetune_model(
     base: ModelFiles,
     train_pairs: Sequence[tuple[str, str]],
@@ -149,6 +171,7 @@ def finetune_model(
     l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False,
     stop_when: Callable[[int], bool] | None = None,
     probe_pairs: Sequence[tuple[str, str]] = (), encoding_check: float = DEFAULT_FACTOR,
+    lr_from_model: float | None = None,
 ) -> dict:
     """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 
@@ -159,9 +182,12 @@ def finetune_model(
     to save_dir/finetune.json. stop_when(epoch): asked after each epoch is saved; True ends the fine-tune
     there, before validation loss would (finetune.select=corrections: the corrections are fixed). The result also
     says why training ended (`stop`) and what checked_data measured before it (`encoding_check`, `probe_pairs`).
+    lr_from_model: the learning rate is at least this share of the one the base checkpoint records it was trained
+    with (`learning_rate` in the result says which was used and why).
     """
     start = time.time()
     base_checkpoint, save_dir = Path(base.checkpoint), Path(save_dir)
+    lr, learning_rate = finetune_lr(base_checkpoint, lr, lr_from_model)
     if save_dir.resolve() == base_checkpoint.parent.resolve():
         raise UserError(f"fine-tune folder {save_dir} is the base checkpoint's folder; fine-tune into a folder of its own")
     settings = run_settings(base_checkpoint, train_pairs, valid_pairs, lr=lr, patience=patience, max_epoch=max_epoch,
@@ -207,6 +233,7 @@ def finetune_model(
         "curve": curve,
         "seconds": round(time.time() - start, 2),
         "stop": stop,
+        "learning_rate": learning_rate,
         **({"max_tokens": max_tokens} if max_tokens else {}),
         **checked,
     }

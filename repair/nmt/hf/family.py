@@ -55,6 +55,7 @@ class TransformersFamily(ModelFamily):
         every weight (none); the sources get the translator's source_prefix, as it translates them."""
         from repair.nmt.hf.finetune import finetune_model
 
+        common.pop("lr_from_model", None)  # a transformers folder records no training learning rate
         if settings.adapter == "lora" and getattr(settings, "lora_lr", None):
             common = {**common, "lr": settings.lora_lr}
         return finetune_model(base, pairs, valid, out, adapter=settings.adapter, lora_rank=settings.lora_rank,

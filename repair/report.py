@@ -99,7 +99,8 @@ def cycle_summary(c: dict, threshold) -> dict:
             "curve": ft.get("curve", []),
             "checkpoint": ft["best_checkpoint"],
             **({"scope": ft["scope"]} if ft.get("scope") else {}),
-            **{k: ft[k] for k in ("stop", "warnings", "encoding", "probe_loss_before", "probe_loss_after") if k in ft},
+            **{k: ft[k] for k in ("stop", "warnings", "encoding", "probe_loss_before", "probe_loss_after",
+                                   "learning_rate") if k in ft},
         },
         regressions=verify["regressions"],
     )

@@ -153,8 +153,8 @@ class ModelFamily(ABC):
         """Fine-tunes `base` on `pairs` into `out`, validating each epoch on `valid`. settings: the finetune
         group's (repair.stages.finetune.FinetuneSettings; a family reads the keys it honours). common: lr,
         patience, max_epoch, seed, device, threads, l2, trainable, epoch_checkpoints (keep checkpoint<epoch>
-        of each), stop_when(epoch), probe_pairs, encoding_check, and lr_from_model where set (the lr at least that
-        share of the one the base model was trained with, where the family knows it). Returns at least
+        of each), stop_when(epoch), probe_pairs, encoding_check, lr_from_model (None, or the lr at least that share of
+        the one the base model was trained with, where the family knows it). Returns at least
         best_checkpoint, curve ([{epoch, valid_loss}]), stop ({reason, epoch}), and probe_loss_before where it
         measured it (learning_rate: the lr used and why, where it differs by model)."""
 

@@ -264,7 +264,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
             stop_when=rule,
             probe_pairs=[(c["source"], c["correction"]) for c in corrections],
             encoding_check=settings.encoding_check,
-            **({"lr_from_model": settings.lr_from_model} if settings.lr_from_model else {}),
+            lr_from_model=settings.lr_from_model,
         )
         if rule is not None:
             result = rule.explained(result)

@@ -171,7 +171,7 @@ def finetune_model(
     l2: float = 0.0, trainable: Sequence[str] = (), epoch_checkpoints: bool = False,
     stop_when: Callable[[int], bool] | None = None,
     probe_pairs: Sequence[tuple[str, str]] = (), encoding_check: float = DEFAULT_FACTOR,
-    lr_from_model: float | None = None,
+    lr_from_model: float | None = 0.5,
 ) -> dict:
     """Fine-tune the model `base` names on train_pairs, validating each epoch on valid_pairs.
 

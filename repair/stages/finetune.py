@@ -58,7 +58,7 @@ class FinetuneSettings:
     encoding_check: float = 1.5  # the base model's validation loss on the fine-tune's encoding may be at most this
     #                              times the one its checkpoint recorded (0: not checked)
     lr_from_model: float | None = None  # the lr is at least this share of the one the base model was trained with,
-    #                                     where its checkpoint records it (fairseq); None: lr as given
+    #                                     where its checkpoint records it (where its family knows it); None: lr as given
 
 
 SELECT = ("loss", "corrections")

@@ -310,7 +310,8 @@ def test_a_corrupt_cache_is_converted_again(files, fairseq_out, damage, caplog):
 def test_a_finetuned_checkpoint_is_converted_again(files, data_dir, tmp_path, caplog):  # noqa: F811
     corrections = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。"), ("The old child calls the student .", "老孩子叫学生。")]
     pairs = corrections * 10 + corpus.pairs(100, seed=0)
-    result = finetune_model(files, pairs, valid_pairs(data_dir), tmp_path / "ft", lr=1e-3, patience=1, max_epoch=3)
+    result = finetune_model(files, pairs, valid_pairs(data_dir), tmp_path / "ft",
+                            lr=1e-3, lr_from_model=None, patience=1, max_epoch=3)
     tuned = files.with_checkpoint(result["best_checkpoint"])
     sources = [en for en, _ in corrections] + texts()
     # The fine-tuned model through its own files, as the loop's verification does: its own cache.

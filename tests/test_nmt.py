@@ -218,21 +218,25 @@ def test_finetune_keeps_the_base_and_records_the_curve(trained, data_dir, tmp_pa
     corrections = [("The teacher likes the clever dog .", "老师喜欢聪明的狗。"), ("The old child calls the student .", "老孩子叫学生。")]
     pairs = corrections * 10 + corpus.pairs(150, seed=0)
     save = tmp_path / "ft"
-    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4)
+    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                            lr=3e-4, lr_from_model=None, patience=1, max_epoch=4)
     assert hashlib.sha1(trained.read_bytes()).hexdigest() == base_sha
     assert Path(result["best_checkpoint"]).is_file()
     assert 1 <= result["epochs"] <= 4 and len(result["curve"]) == result["epochs"]
     assert result["best_valid_loss"] == min(r["valid_loss"] for r in result["curve"])
     assert all(r["train_loss"] is not None for r in result["curve"])
-    assert finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4) == result
+    assert finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                          lr=3e-4, lr_from_model=None, patience=1, max_epoch=4) == result
     # A kill before the result was written: the rerun continues from the fine-tune's own checkpoint_last.
     (save / "finetune.json").unlink()
     with caplog.at_level(logging.INFO):
-        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=3e-4, patience=1, max_epoch=4)
+        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                               lr=3e-4, lr_from_model=None, patience=1, max_epoch=4)
     assert f"{save / 'checkpoint_last.pt'}" in caplog.text
     assert again["curve"] == result["curve"]
     with pytest.raises(UserError, match="other settings"):
-        finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=1e-3, patience=1, max_epoch=4)
+        finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                       lr=1e-3, lr_from_model=None, patience=1, max_epoch=4)
 
 
 def test_anchored_finetune_trains_only_what_it_names_and_stays_near_the_base(trained, data_dir, tmp_path):
@@ -245,7 +249,7 @@ def test_anchored_finetune_trains_only_what_it_names_and_stays_near_the_base(tra
 
     def drift(save, **kw):
         result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), tmp_path / save,
-                                lr=1e-3, patience=5, max_epoch=2, **kw)
+                                lr=1e-3, lr_from_model=None, patience=5, max_epoch=2, **kw)
         base, new = load_checkpoint(trained)["model"], load_checkpoint(result["best_checkpoint"])["model"]
         return {n: float((new[n].float() - w.float()).norm()) for n, w in base.items() if w.is_floating_point()}
 
@@ -264,7 +268,8 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
     # lr 0: every epoch's valid loss equals the first, so patience 1 stops after epoch 2.
     pairs = corpus.pairs(60, seed=3)
     save = tmp_path / "ft0"
-    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
+    result = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                            lr=0.0, lr_from_model=None, patience=1, max_epoch=5)
     assert result["epochs"] == 2
     assert result["stop"]["reason"] == "patience" and result["stop"]["message"].startswith("early stop since valid")
     # Killed after fairseq stopped but before finetune.json was written: fairseq alone would
@@ -272,7 +277,8 @@ def test_a_finetune_that_stopped_early_does_not_train_on_when_rerun(trained, dat
     # starts the fine-tune again from the base model and stops where it stopped.
     (save / "finetune.json").unlink()
     with caplog.at_level(logging.INFO):
-        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save, lr=0.0, patience=1, max_epoch=5)
+        again = finetune_model(model_files(trained, data_dir), pairs, valid_pairs(data_dir), save,
+                               lr=0.0, lr_from_model=None, patience=1, max_epoch=5)
     assert "starting it again from the base model" in caplog.text
     assert again["curve"] == result["curve"] and again["epochs"] == 2
 
@@ -288,7 +294,7 @@ def test_stop_when_ends_the_finetune_after_the_epoch_it_names(trained, data_dir,
         return epoch == 2
 
     result = finetune_model(model_files(trained, data_dir), corpus.pairs(60, seed=4), valid_pairs(data_dir), save,
-                            lr=3e-4, patience=10, max_epoch=5, epoch_checkpoints=True, stop_when=stop)
+                            lr=3e-4, lr_from_model=None, patience=10, max_epoch=5, epoch_checkpoints=True, stop_when=stop)
     assert asked == [1, 2] and result["epochs"] == 2 and [r["epoch"] for r in result["curve"]] == [1, 2]
     assert not (save / "checkpoint3.pt").exists() and Path(result["best_checkpoint"]).is_file()
 

@@ -307,7 +307,9 @@ def test_ctranslate2_on_a_transformers_folder_searches_itself_and_scores_as_tran
     # its place there, the end token it never wrote being scored)
     assert all(x in [h.text for h in hyps] for x, hyps in zip(own, nbest))
     assert built == [] and search.searched == {"ctranslate2": len(phrases) + len(sources), "fallback": 0}
-    unordered = search.translate_constrained(sources[:1], [[own[0][:1]]], beam=4, ordered=False)
+    single = search.translate_constrained(sources[:1], [[own[0][:1]]], beam=4, ordered=False)
+    assert built == [] and single[0] and single[0][0].met  # one phrase: in order whatever the order asked
+    unordered = search.translate_constrained(sources[:1], [[own[0][:1], own[0][-1:]]], beam=4, ordered=False)
     assert len(built) == 1 and unordered[0]
 
 

@@ -10,8 +10,9 @@ that need not begin the translation (a container none of whose spans is close to
 each beginning of the model's own translation in turn, each such prefix searched for its best continuation. An n-best
 list (no phrases) is CTranslate2's beam search. Every candidate is scored teacher-forced by CTranslate2 (the
 score as the family's own search scores it) and marked met where it holds every phrase in order; the best `nbest` are
-returned, those that hold them first, best first. Only phrases in any order (the review memory's terms) go to the family's own search (`fallback`:
-fairseq on the checkpoint, loaded on first use; the transformers model in-process).
+returned, those that hold them first, best first. Only two or more phrases in any order (the review memory's terms)
+go to the family's own search (`fallback`: fairseq on the checkpoint, loaded on first use; the transformers model
+in-process).
 
 A lexically constrained search may put words between the phrases, and choose the words before a phrase freely, which
 these prefixes do not; the review figures of both, on the demo's models: docs/suggestions.md.
@@ -124,13 +125,15 @@ class PrefixSearch:
                               nbest: int = 1, ordered: bool = True, max_lengths: Sequence[int | None] | None = None,
                               starts: Sequence[bool] | None = None, rows: int | None = None) -> list[list[Hypothesis]]:
         """As repair.nmt.fairseq.constrained.translate_constrained: `nbest` hypotheses per source, best first, each
-        with its score and whether it holds its phrases (in order). Phrases in any order go to the fallback."""
+        with its score and whether it holds its phrases (in order). Two or more phrases in any order go to the
+        fallback."""
         n = len(sources)
         starts = list(starts) if starts is not None else [False] * n
         caps = list(max_lengths) if max_lengths is not None else [None] * n
         phrases = [[p for p in (clean_text(c) for c in cs) if p] for cs in constraints]
-        here = [k for k in range(n) if not phrases[k] or ordered]
-        there = [k for k in range(n) if phrases[k] and not ordered]
+        # one phrase is in order whatever the order asked (the review memory's single terms)
+        here = [k for k in range(n) if len(phrases[k]) < 2 or ordered]
+        there = [k for k in range(n) if len(phrases[k]) >= 2 and not ordered]
         out: list[list[Hypothesis]] = [[] for _ in range(n)]
         if there:
             found = self.fallback.translate_constrained(

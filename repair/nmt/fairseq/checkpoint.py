@@ -132,10 +132,9 @@ def trained_lr(path: str | os.PathLike) -> float | None:
         lr = checkpoint_cfg(state).optimization.lr
     except (UserError, pickle.UnpicklingError, AttributeError, KeyError, TypeError, ValueError, OSError):
         return None
-    lr = lr[0] if isinstance(lr, (list, tuple)) or (hasattr(lr, "__len__") and not isinstance(lr, str)) else lr
     try:
-        lr = float(lr)
-    except (TypeError, ValueError):
+        lr = float(lr if isinstance(lr, (int, float)) else lr[0])  # fairseq records a list (one per update stage)
+    except (TypeError, ValueError, IndexError, KeyError):
         return None
     return lr if lr > 0 else None
 

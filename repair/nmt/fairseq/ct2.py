@@ -325,7 +325,7 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         why = self.why_no_search()
         if why:
             return None, why
-        from repair.nmt.fairseq.ondemand import FairseqOnDemand, ct2_scores
+        from repair.nmt.fairseq.ondemand import FairseqOnDemand
 
         def build():
             from repair.nmt.fairseq.translator import FairseqTranslator
@@ -338,7 +338,7 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
             return FairseqOnDemand(build, None), f", fairseq on the {self.name} model's checkpoint"
         from repair.nmt.ct2.search import PrefixSearch
 
-        fallback = FairseqOnDemand(build, lambda sources, targets: ct2_scores(self, sources, targets))
+        fallback = FairseqOnDemand(build, self.teacher_scores)
         return PrefixSearch(self, fallback), f", {self.name} with the phrases in a forced beginning of the translation"
 
 

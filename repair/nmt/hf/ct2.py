@@ -125,6 +125,7 @@ class TransformersCT2Translator(CTranslate2Runtime):
         self._tgt_lang = tgt_lang
         self.runtime, self.fallback, self.runtime_why, self._reference = runtime, None, None, None
         self.kind, self._searching = "cpu", (None, None)  # the device's kind once placed; the searches' translator
+        self._positions = None  # the decoder's positions (_target_positions)
         self._epochs = None  # the in-process translator a fine-tune's epoch adapters are added to (with_adapter)
         self._in_process = {"device": device, "threads": threads, "fp16": fp16, "max_sentences": max_sentences}
         self.tokenizer, self.forced_bos = load_tokenizer(self.folder, tgt_lang)
@@ -256,11 +257,13 @@ class TransformersCT2Translator(CTranslate2Runtime):
         the cap may need more tokens than the search wrote)."""
         import json
 
-        try:
-            config = json.loads((Path(self.folder.base) / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            config = {}
-        return int(config.get("max_position_embeddings") or 1024)
+        if self._positions is None:  # read once: every scoring pass asks
+            try:
+                config = json.loads((Path(self.folder.base) / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                config = {}
+            self._positions = int(config.get("max_position_embeddings") or 1024)
+        return self._positions
 
     def teacher_scores(self, sources: Sequence[str], targets: Sequence[str]) -> list[float]:
         """As the transformers search scores (repair.nmt.hf.search.Searcher.score): the log-probability of the

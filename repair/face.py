@@ -169,6 +169,11 @@ class ModelFamily(ABC):
         """The corrections' loss under the checkpoint a fine-tune kept (None: not measured)."""
         return None
 
+    def unwritable(self, base: Model, targets: Sequence[str]) -> list[str]:
+        """The targets `base` cannot write as they are (a character its vocabulary lacks becomes an unknown
+        token): no fine-tune can fix a correction that holds one. [] where the family cannot tell."""
+        return []
+
     def constrained_search(self, translator: Translator | None, base: Model) -> Callable[[list, list], list]:
         """search(sources, constraints) with the base model (finetune.augment)."""
         searcher, why = translator.searcher(5) if translator is not None else (None, "no translator")

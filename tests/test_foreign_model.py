@@ -197,3 +197,14 @@ def test_the_stop_rule_goes_on_while_more_corrections_are_fixed(tmp_path):
     missing = {e: 100 - 5 * e for e in range(1, 13)}
     learning = StopRule(tmp_path, [{}] * 14, settings, {**fixed, 9: 7}.__getitem__, missing.__getitem__)
     assert learning.reason(learning.rows(12)) is None and learning.rows(12)[-1]["missing"] == 40
+    # corrections the model cannot write (a character its vocabulary lacks): the fix rate counts the others
+    fixed[9] = 12
+    assert rule.reason(rule.rows(9)) is None  # 12 of 14: below 95%
+    writable = StopRule(tmp_path, [{}] * 14, settings, fixed.__getitem__, unwritable=2)
+    assert writable.reason(writable.rows(9)) == "fix_rate"
+    said = with_warnings({"best_checkpoint": "x", "curve": [{"epoch": 9}], "stop": {"reason": "fix_rate", "epoch": 9}},
+                         tmp_path, None, settings, 14, unwritable=["一", "二"])
+    assert said["stop"]["why"] == ("fix rate reached: epoch 9 fixes at least 95% of the 12 corrections the model can "
+                                   "write (finetune.select_fix_rate)")
+    assert said["unwritable"] == ["一", "二"] and said["warnings"][0].startswith(
+        "2 of the 14 corrections hold characters the model's vocabulary lacks")

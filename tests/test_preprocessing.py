@@ -101,3 +101,32 @@ def test_the_codec_imports_neither_fairseq_nor_torch(codes):
             "print(sorted(m for m in ('torch', 'fairseq') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["Hello, world.", "[]"]
+
+
+def test_a_target_is_spelt_with_the_pieces_its_dictionary_holds(texts, codes, tmp_path):
+    """A side the model writes: a piece its dictionary lacks (a merge the dictionary's threshold dropped; a run of
+    characters SentencePiece writes as one unknown piece) is spelt with the dictionary's pieces where they spell
+    it, and decodes to the same text; where they cannot, it stays (an unknown token)."""
+    from repair.nmt.preprocessing import fit_pieces
+
+    for side in (Side("zh", "", "jieba", "subword_nmt", str(codes / "bpecodes")),
+                 Side("en", "", "none", "sentencepiece", None, str(codes / "spm.model"))):
+        plain = Codec(side)
+        lines = plain.encode_all(texts[side.lang])
+        pieces = {p for line in lines for p in line.split()}
+        longest = sorted(pieces, key=len, reverse=True)[:20]  # the dictionary lacks the longest pieces, has the rest
+        sep = "@@" if side.bpe == "subword_nmt" else ""
+        chars = set()  # and each of their characters, as a piece inside a word or at its end
+        for piece in longest:
+            core = piece.removesuffix("@@") if sep else piece
+            chars |= {c + (sep if i < len(core) - 1 or piece.endswith("@@") else "") for i, c in enumerate(core)}
+        symbols = frozenset((pieces - set(longest)) | (chars - set(longest)))
+        fitted = Codec(side, fit=symbols).encode_all(texts[side.lang])
+        changed = [(a, b) for a, b in zip(lines, fitted) if a != b]
+        assert changed and all(set(b.split()) <= symbols for _, b in changed)
+        assert all(plain.decode(a) == plain.decode(b) for a, b in changed)
+    # left to right, the longest first; subword-nmt's inner pieces keep their @@; what cannot be spelt stays
+    symbols = frozenset(["▁", "百", "姓", "▁许", "工@@", "厂", "ab@@"])
+    assert fit_pieces(["▁许", "百姓", "幽默"], symbols, "") == ["▁许", "百", "姓", "幽默"]
+    assert fit_pieces(["工厂"], symbols) == ["工@@", "厂"]
+    assert fit_pieces(["abc@@", "厂"], symbols) == ["abc@@", "厂"]

@@ -174,11 +174,53 @@ class _SentencePiece:
 TOKENIZER_CLASSES = {"moses": _Moses, "space": _Space, "jieba": _Jieba}
 
 
-class Codec:
-    """One side of a model's preprocessing: its tokenizer and subword model, applied as fairseq applies them."""
+def dictionary_symbols(path: str | os.PathLike) -> frozenset[str]:
+    """The symbols of a fairseq dictionary file (`SYMBOL COUNT` per line; `#fairseq:overwrite` flags aside)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return frozenset(line.split(" ", 1)[0] for line in f if line.strip())
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read the dictionary ({e})") from None
 
-    def __init__(self, side: Side):
-        self.side = side
+
+def fit_pieces(pieces: list[str], symbols: frozenset[str], separator: str = "@@") -> list[str]:
+    """Each piece the dictionary lacks split into the longest pieces it holds, left to right, where that spells it
+    all (else left as it is: an unknown token). A subword model and a dictionary disagree more often than one
+    would think: SentencePiece writes a run of characters its model lacks as one piece (`百姓`) where fairseq's
+    dictionary, built from the encoded corpus, holds `百` and `姓`; a BPE merge the dictionary's count threshold
+    dropped. The model can write such a text from the pieces it knows; encoded as is, it could only write unknown
+    tokens. subword-nmt's inner pieces keep their `@@`."""
+    out: list[str] = []
+    for piece in pieces:
+        if piece in symbols:
+            out.append(piece)
+            continue
+        inner = separator and piece.endswith(separator) and len(piece) > len(separator)
+        core = piece[:-len(separator)] if inner else piece
+        parts, i = [], 0
+        while i < len(core):
+            for j in range(len(core), i, -1):
+                last = j == len(core)
+                cand = core[i:j] + ("" if last and not inner else (separator or ""))
+                if cand in symbols:
+                    parts.append(cand)
+                    i = j
+                    break
+            else:
+                break
+        out.extend(parts if i == len(core) and parts else [piece])
+    return out
+
+
+class Codec:
+    """One side of a model's preprocessing: its tokenizer and subword model, applied as fairseq applies them.
+    `fit`: the dictionary's symbols, for a side the model writes (its target): pieces the dictionary lacks are
+    spelt with the ones it holds (`fit_pieces`), so that a text the model can write is encoded as it would write
+    it (a correction to learn, a translation to score)."""
+
+    def __init__(self, side: Side, fit: frozenset[str] | None = None):
+        self.side, self.fit = side, fit
+        self.separator = "@@" if side.bpe in ("subword_nmt", "fastbpe") else ""
         self.tokenizer = TOKENIZER_CLASSES[side.tokenizer](side.lang) if side.tokenizer != "none" else None
         self.bpe = None
         try:
@@ -200,11 +242,16 @@ class Codec:
         if self.tokenizer is not None:
             texts = [self.tokenizer.encode(t) for t in texts]
         if self.bpe is None:
-            return texts
-        if self.side.bpe == "sentencepiece":
+            lines = texts
+        elif self.side.bpe == "sentencepiece":
             # SentencePiece's encode for all texts in one call (a call per text costs more than the encoding)
-            return [" ".join(p) for p in self.bpe.sp.encode(texts, out_type=str)]
-        return [self.bpe.encode(t) for t in texts]
+            lines = [" ".join(p) for p in self.bpe.sp.encode(texts, out_type=str)]
+        else:
+            lines = [self.bpe.encode(t) for t in texts]
+        if self.fit is None:
+            return lines
+        return [line if all(p in self.fit for p in line.split()) else
+                " ".join(fit_pieces(line.split(), self.fit, self.separator)) for line in lines]
 
     def decode(self, tokens: str) -> str:
         """Tokens of the dictionary back to written text, as fairseq-interactive does; for Chinese,

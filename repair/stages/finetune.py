@@ -8,7 +8,7 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from repair.fileio import read_json, write_json_atomic, write_jsonl_atomic
 from repair.stages.sources import SOURCES, read_sources  # noqa: F401  (the loop reads them here)
@@ -242,8 +242,13 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
     pairs = [p for part in parts.values() for p in part]
     random.Random(settings.seed).shuffle(pairs)
     if not result_path.exists():
+        unwritable = family.unwritable(checkpoint, [c["correction"] for c in corrections]) if corrections else []
+        if unwritable:
+            log.warning("fine-tune: %s of the %s corrections hold characters the model's vocabulary lacks (they become "
+                        "unknown tokens; no fine-tune fixes them, and the fix rate's target counts the others): %s",
+                        len(unwritable), len(corrections), " | ".join(unwritable[:10]))
         fixed = EpochFixes(out, checkpoint, corrections, translator_for)  # finetune.select=corrections
-        rule = (StopRule(out, corrections, settings, fixed, fixed.missing)
+        rule = (StopRule(out, corrections, settings, fixed, fixed.missing, len(unwritable))
                 if settings.select == "corrections" and corrections and translator_for is not None else None)
         result = family.finetune(
             checkpoint,
@@ -269,8 +274,9 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
         if rule is not None:
             result = rule.explained(result)
         if settings.select == "corrections":
-            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed)
-        result = with_warnings(result, out, checkpoint, settings, len(corrections), family)
+            result = select_by_corrections(result, out, checkpoint, corrections, settings, translator_for, fixed,
+                                           len(unwritable))
+        result = with_warnings(result, out, checkpoint, settings, len(corrections), family, unwritable)
         result = {k: (str(v) if isinstance(v, Path) else v) for k, v in result.items()}
     # after the fine-tune, which starts its folder afresh when it finds one a kill left unfinished
     write_jsonl_atomic(out / SOURCES, ({"source": s, "target": t} for s, t in dict.fromkeys(pairs)))
@@ -296,10 +302,11 @@ STOPS = {"stop_when": "fix rate reached", "fix_rate": "fix rate reached", "patie
 
 
 def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: FinetuneSettings, corrections: int,
-                  family: "ModelFamily | None" = None) -> dict:
+                  family: "ModelFamily | None" = None, unwritable: Sequence[str] = ()) -> dict:
     """The fine-tune's result with why it stopped in words (`stop.why`) and `warnings`: a fine-tune that stopped
-    before its first validation, or whose kept checkpoint does not give the corrections a lower loss than the base
-    model (each also in the log; the loss under the kept checkpoint as its family measures it)."""
+    before its first validation, corrections the model cannot write (`unwritable`), or a kept checkpoint that does
+    not give the corrections a lower loss than the base model (each also in the log; the loss under the kept
+    checkpoint as its family measures it)."""
     from repair.face import owner_of
 
     stop = dict(result.get("stop") or {})
@@ -309,6 +316,9 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     if reason in ("stop_when", "fix_rate"):
         stop["reason"] = "fix_rate"
         stop["why"] = (f"fix rate reached: epoch {stop.get('epoch')} fixes at least {settings.select_fix_rate:.0%} of "
+                       f"the {corrections - len(unwritable)} corrections the model can write (finetune.select_fix_rate)"
+                       if unwritable else
+                       f"fix rate reached: epoch {stop.get('epoch')} fixes at least {settings.select_fix_rate:.0%} of "
                        f"the {corrections} corrections (finetune.select_fix_rate)")
     elif reason == "patience" and rule:
         stop["why"] = (f"patience: no lower validation loss, no more corrections fixed and no fewer of their "
@@ -323,6 +333,9 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     elif reason == "max_epoch":
         stop["why"] = f"max epoch: {settings.max_epoch} epochs (finetune.max_epoch)"
     warnings = []
+    if unwritable:
+        warnings.append(f"{len(unwritable)} of the {corrections} corrections hold characters the model's vocabulary "
+                        f"lacks, which no fine-tune can fix: {' | '.join(list(unwritable)[:10])}")
     if not result.get("curve"):
         warnings.append(f"the fine-tune stopped before its first validation ({stop['why']}): nothing says it learnt")
     before = result.get("probe_loss_before")
@@ -330,10 +343,11 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
     if after is not None and after >= before:
         warnings.append(f"the corrections' loss did not fall: {before:.3f} under the base model, {after:.3f} under the "
                         f"kept checkpoint ({Path(result['best_checkpoint']).name})")
-    for w in warnings:
+    for w in warnings[1 if unwritable else 0:]:  # the first was logged before the fine-tune
         log.warning("fine-tune: %s", w)
     log.info("fine-tune stopped: %s", stop["why"])
-    return {**result, "stop": stop, "warnings": warnings, **({"probe_loss_after": after} if after is not None else {})}
+    return {**result, "stop": stop, "warnings": warnings, "unwritable": list(unwritable),
+            **({"probe_loss_after": after} if after is not None else {})}
 
 
 def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
@@ -488,8 +502,9 @@ class StopRule:
     every family's fine-tune writes before it asks."""
 
     def __init__(self, out: Path, corrections: list[dict], settings: FinetuneSettings, fixed: Callable[[int], int],
-                 missing: Callable[[int], int] | None = None):
+                 missing: Callable[[int], int] | None = None, unwritable: int = 0):
         self.out, self.n, self.settings, self.fixed, self.missing = out, len(corrections), settings, fixed, missing
+        self.target = fix_target(len(corrections), unwritable, settings.select_fix_rate)
 
     def __call__(self, epoch: int) -> bool:
         return epoch_model(self.out, epoch).exists() and self.reason(self.rows(epoch)) is not None
@@ -512,7 +527,7 @@ class StopRule:
         s = self.settings
         if not rows:
             return None
-        if rows[-1]["fixed"] >= s.select_fix_rate * self.n:
+        if rows[-1]["fixed"] >= self.target:
             return "fix_rate"
         lowest = min(r["valid_loss"] for r in rows)
         if s.loss_rise and rows[-1]["valid_loss"] > (1 + s.loss_rise) * lowest:
@@ -539,8 +554,15 @@ class StopRule:
         return {**result, "stop": stop}
 
 
+def fix_target(corrections: int, unwritable: int, share: float) -> float:
+    """The corrections an epoch must fix to stop at the fix rate: `share` of those the model can write (a
+    correction holding a character its vocabulary lacks is fixed by no fine-tune), at least one."""
+    return share * max(1, corrections - unwritable)
+
+
 def select_by_corrections(result: dict, out: Path, base: "ModelFiles", corrections: list[dict],
-                          settings: FinetuneSettings, translator_for, fixed: Callable[[int], int] | None = None) -> dict:
+                          settings: FinetuneSettings, translator_for, fixed: Callable[[int], int] | None = None,
+                          unwritable: int = 0) -> dict:
     """finetune.select=corrections: the checkpoint of the first epoch whose model translates at least
     select_fix_rate of the corrections as corrected, else of the epoch that fixes the most (the lower
     validation loss among ties). Looks only at the fine-tuning data's corrections and the validation
@@ -555,9 +577,9 @@ def select_by_corrections(result: dict, out: Path, base: "ModelFiles", correctio
         rows.append({"epoch": e, "fixed": fixed(e), "valid_loss": valid.get(e)})
         log.info("fine-tune epoch %s: %s of %s corrections fixed, valid loss %s", e, fixed(e), len(corrections),
                  valid.get(e))
-        if fixed(e) >= settings.select_fix_rate * len(corrections):
+        if fixed(e) >= fix_target(len(corrections), unwritable, settings.select_fix_rate):
             break
-    enough = [r for r in rows if r["fixed"] >= settings.select_fix_rate * len(corrections)]
+    enough = [r for r in rows if r["fixed"] >= fix_target(len(corrections), unwritable, settings.select_fix_rate)]
     chosen = enough[0] if enough else max(rows, key=lambda r: (r["fixed"], -(r["valid_loss"] or 0.0)))
     path = epoch_model(out, chosen["epoch"])
     selected = out / ("checkpoint_selected" + path.suffix)

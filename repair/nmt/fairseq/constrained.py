@@ -22,6 +22,7 @@ from typing import Sequence
 
 from repair.data.prepare import clean_text
 from repair.errors import UserError
+from repair.nmt.preprocessing import fit_pieces
 from repair.nmt.search import SPM_SPACE, Hypothesis, contains_all
 from repair.text import squash
 
@@ -64,6 +65,8 @@ def encode_phrase(translator, phrase: str, start: bool = False) -> list[int] | N
         if codec.tokenizer is not None:
             text = codec.tokenizer.encode(text)
         pieces = inside.encode(text, out_type=str)
+        if codec.fit is not None:
+            pieces = fit_pieces(pieces, codec.fit, codec.separator)
     else:
         pieces = codec.encode_all([text])[0].split()
         if codec.side.bpe == "sentencepiece" and pieces and pieces[0].startswith(SPM_SPACE):

@@ -37,7 +37,7 @@ from repair.nmt.ct2.cache import MARKER, MARKER_FORMAT, cache_folder, cache_prob
 from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
 from repair.nmt.fairseq.ct2_cap import FairseqCapRule
-from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, dictionary_symbols, given_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +243,7 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
             self.max_source_positions = int(marker["checkpoint"]["model"]["max_source_positions"])
         self.files, self.model_path = files, path
         self.checkpoint = files.checkpoint
-        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
+        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt, fit=dictionary_symbols(files.tgt.dict))
         self._read_config(path)
         self._place(ctranslate2, device, threads, workers, compute_type)
         self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False

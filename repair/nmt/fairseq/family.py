@@ -48,6 +48,17 @@ class FairseqFamily(ModelFamily):
 
         return probe_loss(load_checkpoint(result["best_checkpoint"]), base, out, load_checkpoint(base.checkpoint))
 
+    def unwritable(self, base: "ModelFiles", targets: Sequence[str]) -> list[str]:
+        """Targets whose encoding, spelt with the target dictionary's pieces (the fine-tune's), keeps a piece the
+        dictionary lacks."""
+        from repair.data.prepare import clean_text
+        from repair.nmt.preprocessing import Codec, dictionary_symbols
+
+        symbols = dictionary_symbols(base.tgt.dict)
+        codec = Codec(base.tgt, fit=symbols)
+        lines = codec.encode_all([clean_text(t) for t in targets])
+        return [t for t, line in zip(targets, lines) if any(p not in symbols for p in line.split())]
+
     def constrained_search(self, translator: Translator | None, base: "ModelFiles") -> Callable[[list, list], list]:
         """fairseq's constrained search with the loaded translator, or the base checkpoint loaded for it (a
         translator of another runtime, such as CTranslate2, searches nothing)."""

@@ -24,7 +24,7 @@ from repair.fileio import append_jsonl, read_json, write_json_atomic, write_text
 from repair.nmt.fairseq.checkpoint import checkpoint_cfg, load_checkpoint
 from repair.nmt.device import set_threads, use_cuda, use_fp16
 from repair.nmt.folders import discard_partial, finished_before, run_settings
-from repair.nmt.preprocessing import Codec, ModelFiles
+from repair.nmt.preprocessing import Codec, ModelFiles, dictionary_symbols
 from repair.nmt.fairseq.model_files import write_model_folder
 from repair.nmt.fairseq.probe import DEFAULT_FACTOR, check_encoding, split_loss
 from repair.nmt.fairseq.train import read_curve, run_training
@@ -41,7 +41,7 @@ def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files: ModelFil
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sides = (files.src, files.tgt)
-    codecs = [Codec(side) for side in sides]
+    codecs = [Codec(files.src), Codec(files.tgt, fit=dictionary_symbols(files.tgt.dict))]  # targets as the model writes them
     dicts = [load_dictionary(side.dict) for side in sides]
     prefix = f"{files.src.lang}-{files.tgt.lang}"
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:

@@ -84,7 +84,7 @@ class FairseqTranslator(Translator):
         self.files = files
         self.checkpoint = files.checkpoint
         self.src_dict, self.tgt_dict = load_dictionary(files.src.dict), load_dictionary(files.tgt.dict)
-        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt)
+        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt, fit=frozenset(self.tgt_dict.symbols))
 
         self.device = torch.device(torch_device(device, "translator.device"))
         self.fp16 = use_fp16(fp16, self.device.type == "cuda")

@@ -68,6 +68,14 @@ class TransformersFamily(ModelFamily):
 
         return probe_loss(result["best_checkpoint"], out, result.get("source_prefix"), "cpu")
 
+    def unwritable(self, base: "ModelFiles", targets: Sequence[str]) -> list[str]:
+        """Targets the folder's tokenizer cannot write back as they are (repair.nmt.hf.finetune.unspellable)."""
+        from repair.nmt.hf.finetune import resolve, unspellable
+        from repair.nmt.hf.folder import load_tokenizer
+
+        tok, _ = load_tokenizer(resolve(base.checkpoint, "model.checkpoint"))
+        return unspellable(tok, [("", t) for t in targets])
+
     def constrained_search(self, translator: Translator | None, base: "ModelFiles") -> Callable[[list, list], list]:
         """The project's own constrained search on the model's decoder step (repair.nmt.hf.search)."""
         return lambda sources, constraints: translator.searcher(5)[0].translate_constrained(sources, constraints)

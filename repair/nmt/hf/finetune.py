@@ -250,10 +250,6 @@ def finetune_model(base, train_pairs: Sequence[tuple[str, str]], valid_pairs: Se
     torch.manual_seed(seed)
     tok, _ = load_tokenizer(folder)
     prefix = (source_prefix.strip() + " ") if source_prefix else ""
-    missing = unspellable(tok, probe_pairs)
-    if missing:
-        logger.warning("fine-tune: %s of %s corrections hold characters %s's tokenizer cannot write (they become "
-                       "<unk>): %s", len(missing), len(probe_pairs), folder.base, " | ".join(missing[:10]))
     train_rows, valid_rows = encoded(tok, train_pairs, prefix), encoded(tok, valid_pairs, prefix)
     probe_rows = encoded(tok, probe_pairs, prefix)
     if not train_rows:

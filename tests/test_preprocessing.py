@@ -114,13 +114,12 @@ def test_a_target_is_spelt_with_the_pieces_its_dictionary_holds(texts, codes, tm
         plain = Codec(side)
         lines = plain.encode_all(texts[side.lang])
         pieces = {p for line in lines for p in line.split()}
-        longest = sorted(pieces, key=len, reverse=True)[:20]  # the dictionary lacks the longest pieces, has the rest
         sep = "@@" if side.bpe == "subword_nmt" else ""
-        chars = set()  # and each of their characters, as a piece inside a word or at its end
-        for piece in longest:
-            core = piece.removesuffix("@@") if sep else piece
-            chars |= {c + (sep if i < len(core) - 1 or piece.endswith("@@") else "") for i, c in enumerate(core)}
-        symbols = frozenset((pieces - set(longest)) | (chars - set(longest)))
+        core = {p: p.removesuffix("@@") if sep else p for p in pieces}
+        # the dictionary lacks the 20 longest pieces, and holds each of their characters inside a word and at its end
+        longest = sorted((p for p in pieces if len(core[p]) >= 2), key=lambda p: (-len(core[p]), p))[:20]
+        chars = {c + end for p in longest for c in core[p] for end in {sep, ""}}
+        symbols = frozenset((pieces - set(longest)) | chars)
         fitted = Codec(side, fit=symbols).encode_all(texts[side.lang])
         changed = [(a, b) for a, b in zip(lines, fitted) if a != b]
         assert changed and all(set(b.split()) <= symbols for _, b in changed)
@@ -130,3 +129,7 @@ def test_a_target_is_spelt_with_the_pieces_its_dictionary_holds(texts, codes, tm
     assert fit_pieces(["▁许", "百姓", "幽默"], symbols, "") == ["▁许", "百", "姓", "幽默"]
     assert fit_pieces(["工厂"], symbols) == ["工@@", "厂"]
     assert fit_pieces(["abc@@", "厂"], symbols) == ["abc@@", "厂"]
+    # a Chinese word may end between two Chinese characters (their space is dropped on decoding): 苹果汁 as 苹果 汁
+    symbols = frozenset(["请", "苹果", "果@@", "汁", "。"])
+    assert fit_pieces("请 苹@@ 果@@ 汁 。".split(), symbols, "@@", cjk_breaks=True) == ["请", "苹果", "汁", "。"]
+    assert fit_pieces("请 苹@@ 果@@ 汁 。".split(), symbols, "@@") == "请 苹@@ 果@@ 汁 。".split()

@@ -32,6 +32,7 @@ PREPROCESSING_FILE = "preprocessing.yaml"
 _CJK = "\u2e80-\u9fff\u3000-\u303f\uf900-\ufaff\uff00-\uffef"
 # Word boundaries (SentencePiece's, a segmenter's, Moses's) leave spaces between Chinese characters: Chinese has none.
 _CJK_SPACE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
+_CJK_CHAR = re.compile(f"[{_CJK}]")
 
 
 def detokenize_zh(text: str) -> str:
@@ -183,33 +184,55 @@ def dictionary_symbols(path: str | os.PathLike) -> frozenset[str]:
         raise UserError(f"{path}: cannot read the dictionary ({e})") from None
 
 
-def fit_pieces(pieces: list[str], symbols: frozenset[str], separator: str = "@@") -> list[str]:
-    """Each piece the dictionary lacks split into the longest pieces it holds, left to right, where that spells it
-    all (else left as it is: an unknown token). A subword model and a dictionary disagree more often than one
-    would think: SentencePiece writes a run of characters its model lacks as one piece (`百姓`) where fairseq's
-    dictionary, built from the encoded corpus, holds `百` and `姓`; a BPE merge the dictionary's count threshold
-    dropped. The model can write such a text from the pieces it knows; encoded as is, it could only write unknown
-    tokens. subword-nmt's inner pieces keep their `@@`."""
+def fit_pieces(pieces: list[str], symbols: frozenset[str], separator: str = "@@", cjk_breaks: bool = False) -> list[str]:
+    """A text's pieces with each word the dictionary cannot spell as it is spelt again with the fewest pieces it
+    holds (where they spell it; else it stays: unknown tokens). A subword model and a dictionary disagree more often
+    than one would think: SentencePiece writes a run of characters its model lacks as one piece (`百姓`) where
+    fairseq's dictionary, built from the encoded corpus, holds `百` and `姓`; subword-nmt splits `苹果汁` into
+    `苹@@ 果@@ 汁` where the dictionary holds `苹果` and `汁` but no `苹@@`. A word is the pieces up to one without
+    `separator` (subword-nmt's `@@`; without one, each piece); its inner parts keep the separator, and with
+    `cjk_breaks` (a Chinese side, whose spaces between Chinese characters are dropped on decoding) a part between
+    two Chinese characters may end a word instead. The model can write such a text from the pieces it knows;
+    encoded as is, it could only write unknown tokens."""
     out: list[str] = []
-    for piece in pieces:
-        if piece in symbols:
-            out.append(piece)
+    word: list[str] = []
+    for k, piece in enumerate(pieces):
+        word.append(piece)
+        if separator and piece.endswith(separator) and k < len(pieces) - 1:
             continue
-        inner = separator and piece.endswith(separator) and len(piece) > len(separator)
-        core = piece[:-len(separator)] if inner else piece
-        parts, i = [], 0
-        while i < len(core):
-            for j in range(len(core), i, -1):
-                last = j == len(core)
-                cand = core[i:j] + ("" if last and not inner else (separator or ""))
-                if cand in symbols:
-                    parts.append(cand)
-                    i = j
-                    break
-            else:
-                break
-        out.extend(parts if i == len(core) and parts else [piece])
+        out.extend(word if all(w in symbols for w in word) else _spelt(word, symbols, separator, cjk_breaks))
+        word = []
     return out
+
+
+def _spelt(word: list[str], symbols: frozenset[str], separator: str, cjk_breaks: bool) -> list[str]:
+    """One word's fewest dictionary pieces (fit_pieces), or the word as it was where none spell it."""
+    if not separator:  # each piece a word of its own
+        return [q for piece in word for q in _spelt_text(piece, False, symbols, "", cjk_breaks) or [piece]]
+    open_end = word[-1].endswith(separator)
+    text = "".join(w[:-len(separator)] if w.endswith(separator) else w for w in word)
+    return _spelt_text(text, open_end, symbols, separator, cjk_breaks) or word
+
+
+def _spelt_text(text: str, open_end: bool, symbols: frozenset[str], separator: str, cjk_breaks: bool) -> list[str]:
+    n = len(text)
+    best: list[tuple[int, list[str]] | None] = [None] * (n + 1)
+    best[0] = (0, [])
+    for i in range(n):
+        if best[i] is None:
+            continue
+        for j in range(n, i, -1):
+            part = text[i:j]
+            if j == n:
+                forms = [part + separator] if open_end else [part]
+            else:
+                forms = [part + separator] if separator else [part]
+                if cjk_breaks and _CJK_CHAR.match(text[j - 1]) and _CJK_CHAR.match(text[j]):
+                    forms.append(part)
+            form = next((f for f in forms if f in symbols), None)
+            if form is not None and (best[j] is None or best[i][0] + 1 < best[j][0]):
+                best[j] = (best[i][0] + 1, best[i][1] + [form])
+    return best[n][1] if best[n] is not None else []
 
 
 class Codec:
@@ -221,6 +244,7 @@ class Codec:
     def __init__(self, side: Side, fit: frozenset[str] | None = None):
         self.side, self.fit = side, fit
         self.separator = "@@" if side.bpe in ("subword_nmt", "fastbpe") else ""
+        self.cjk_breaks = side.lang.startswith("zh")
         self.tokenizer = TOKENIZER_CLASSES[side.tokenizer](side.lang) if side.tokenizer != "none" else None
         self.bpe = None
         try:
@@ -251,7 +275,7 @@ class Codec:
         if self.fit is None:
             return lines
         return [line if all(p in self.fit for p in line.split()) else
-                " ".join(fit_pieces(line.split(), self.fit, self.separator)) for line in lines]
+                " ".join(fit_pieces(line.split(), self.fit, self.separator, self.cjk_breaks)) for line in lines]
 
     def decode(self, tokens: str) -> str:
         """Tokens of the dictionary back to written text, as fairseq-interactive does; for Chinese,

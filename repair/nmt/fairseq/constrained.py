@@ -66,7 +66,7 @@ def encode_phrase(translator, phrase: str, start: bool = False) -> list[int] | N
             text = codec.tokenizer.encode(text)
         pieces = inside.encode(text, out_type=str)
         if codec.fit is not None:
-            pieces = fit_pieces(pieces, codec.fit, codec.separator)
+            pieces = fit_pieces(pieces, codec.fit, codec.separator, codec.cjk_breaks)
     else:
         pieces = codec.encode_all([text])[0].split()
         if codec.side.bpe == "sentencepiece" and pieces and pieces[0].startswith(SPM_SPACE):

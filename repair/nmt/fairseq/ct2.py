@@ -37,7 +37,8 @@ from repair.nmt.ct2.cache import MARKER, MARKER_FORMAT, cache_folder, cache_prob
 from repair.nmt.ct2.runtime import import_ctranslate2
 from repair.nmt.ct2.translator import CTranslate2Runtime
 from repair.nmt.fairseq.ct2_cap import FairseqCapRule
-from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, dictionary_symbols, given_preprocessing
+from repair.nmt.ct2.search import converted_vocabulary
+from repair.nmt.preprocessing import OPTION_KEYS, Codec, ModelFiles, Side, given_preprocessing
 
 logger = logging.getLogger(__name__)
 
@@ -243,7 +244,9 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
             self.max_source_positions = int(marker["checkpoint"]["model"]["max_source_positions"])
         self.files, self.model_path = files, path
         self.checkpoint = files.checkpoint
-        self.src_codec, self.tgt_codec = Codec(files.src), Codec(files.tgt, fit=dictionary_symbols(files.tgt.dict))
+        # the target spelt with the pieces the model writes (its converted vocabulary: the fairseq dictionary's)
+        self.src_codec = Codec(files.src)
+        self.tgt_codec = Codec(files.tgt, fit=frozenset(converted_vocabulary(path)))
         self._read_config(path)
         self._place(ctranslate2, device, threads, workers, compute_type)
         self.model, self.compute_type, self.fidelity, self._pending = None, None, None, False
@@ -409,8 +412,6 @@ class CTranslate2Translator(FairseqCapRule, CTranslate2Runtime):
         return self._text(tokens)
 
     def target_vocabulary(self) -> list[str]:
-        from repair.nmt.ct2.search import converted_vocabulary
-
         return converted_vocabulary(self.model_path)
 
     def search_caps(self, tokens: Sequence[Sequence[str]]) -> list[int]:

@@ -261,3 +261,19 @@ def test_the_report_says_how_many_sides_were_judged_by_projection():
     assert "pre-filled with the projection of their sentence's correction (earlier or in the same issue): 1, 1 of them" \
         in lines[1]
     assert "4 against 6 without the projections" in lines[1]
+
+
+def test_the_review_memory_learns_the_terms_a_word_aligns_to(trained):
+    """A sentence's correction rewrites more than one word's translation: with the alignment, each word learns only
+    the terms in the stretch it aligns to; without it, every term of the correction."""
+    from repair.review.memory import ReviewMemory
+
+    stop = ["的", "了", "，", "。"]
+    plain, aligned = ReviewMemory(stop, rare=0), ReviewMemory(stop, rare=0, aligner=trained)
+    for m in (plain, aligned):
+        m.learn("we want a white chair .", "我们想要一个红色的盒子。", "我们想要一个白色的椅子。")
+    assert plain.terms("the white box", "红色的盒子") == {"white": ["椅子", "白色"]}
+    assert aligned.terms("the white box", "红色的盒子") == {"white": ["白色"]}
+    assert aligned.terms("the red chair", "红色的盒子") == {"chair": ["椅子"]}
+    assert aligned.aligned("we want a white chair .", "我们想要一个白色的椅子。", ["white", "chair", "sofa"]) == {
+        "white": "白色", "chair": "椅子", "sofa": None}

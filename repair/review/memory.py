@@ -64,14 +64,20 @@ def measure_word_at(text: str, pos: int, reach: int = 14) -> int | None:
 
 class ReviewMemory:
     """The terms learnt so far, per English word (a final s aside). `seen`: word counts of the training English
-    (None: every word may be learnt); `rare`: only words seen fewer times are learnt (0: any word)."""
+    (None: every word may be learnt); `rare`: only words seen fewer times are learnt (0: any word). `aligner`: a
+    repair.review.align.PhraseAligner (review.projection): a word learns only the terms of a correction that lie in
+    the stretch its word aligns to (a sentence's correction from a reference rewrites much more than the word's
+    translation: without it, `american` learnt 中心思想 and 民主 from one correction), and none where the word
+    aligns to nothing sure enough (`min_confidence`)."""
 
-    def __init__(self, stop_tokens: Sequence[str] = (), seen: Mapping[str, int] | None = None, rare: int = 100):
+    def __init__(self, stop_tokens: Sequence[str] = (), seen: Mapping[str, int] | None = None, rare: int = 100,
+                 aligner=None, min_confidence: float = 0.5):
         from repair.purity.rti import english_stopwords
 
         self.stop_tokens = tuple(stop_tokens)
         self.stopwords = english_stopwords()
         self.seen, self.rare = seen, rare
+        self.aligner, self.min_confidence = aligner, min_confidence
         self.candidates: dict[str, set[str]] = {}
         self.learnt: list[tuple[frozenset[str], str]] = []  # (a corrected source's words, its correction squeezed)
         self._known: set[str] = set()  # sources learnt from (a source corrected twice counts once)
@@ -95,9 +101,30 @@ class ReviewMemory:
         words = self.words(source)
         self.learnt.append((words, squeeze(correction)))
         terms = correction_terms([{"translation": translation, "correction": correction}], self.stop_tokens)
-        for w in words:
-            if terms and (self.seen is None or not self.rare or self.seen.get(w, 0) < self.rare):
-                self.candidates.setdefault(w, set()).update(terms)
+        learning = [w for w in sorted(words) if terms and (self.seen is None or not self.rare or
+                                                             self.seen.get(w, 0) < self.rare)]
+        spans = self.aligned(source, correction, learning) if self.aligner is not None and learning else None
+        for w in learning:
+            mine = terms if spans is None else {t for t in terms if spans.get(w) and (t in spans[w] or spans[w] in t)}
+            if mine:
+                self.candidates.setdefault(w, set()).update(mine)
+
+    def aligned(self, source: str, correction: str, words: Sequence[str]) -> dict[str, str | None]:
+        """Per word of `source` (as `words` spells it: lower case, singular), the stretch of `correction` it aligns
+        to, None where none is sure enough."""
+        import re
+
+        from repair.text import singular
+
+        written = {}
+        for token in re.findall(r"[A-Za-z][A-Za-z'-]*", source):  # the word as the sentence writes it
+            written.setdefault(singular(token.lower()), token)
+        asked = [w for w in words if w in written]
+        found = self.aligner.project([(source, correction, written[w]) for w in asked]) if asked else []
+        out: dict[str, str | None] = dict.fromkeys(words)
+        for w, p in zip(asked, found):
+            out[w] = squeeze(p.text) if p is not None and p.text and p.confidence >= self.min_confidence else None
+        return out
 
     def measure_word(self, term: str) -> str | None:
         """The measure word the corrections so far put before `term`: at least two of them, two thirds or more."""
@@ -300,8 +327,8 @@ class MemorySuggester:
     def fresh(self) -> "MemorySuggester":
         """The same searcher with an empty memory (of the same settings); the searches already made are reused."""
         m = self.memory
-        other = MemorySuggester(self.fs, ReviewMemory(m.stop_tokens, m.seen, m.rare), self.beam, self.slack,
-                                self.substitutes)
+        other = MemorySuggester(self.fs, ReviewMemory(m.stop_tokens, m.seen, m.rare, m.aligner, m.min_confidence),
+                                self.beam, self.slack, self.substitutes)
         other._cache, other._swapped, other._alone, other.cost = self._cache, self._swapped, self._alone, self.cost
         return other
 

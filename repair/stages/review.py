@@ -193,6 +193,8 @@ def run(out: Path, issues: list[dict], review: dict, references: dict | None = N
         suggester = memory(**options) if wanted else None
         project = aligner and projection["enabled"] and issues
         phrases = aligner(projection["unit"], projection["max_sentences"]) if project else None
+        if suggester is not None and phrases is not None:
+            suggester.memory.aligner = phrases  # a word learns the terms it aligns to (repair.review.memory)
         extra = method(issues, out, references, rerun_hint, memory=suggester, aligner=phrases,
                        threshold=projection["threshold"])
         if phrases is not None:  # the seconds it took to learn (when this review learnt it, else the cached one's)

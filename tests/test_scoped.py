@@ -108,6 +108,25 @@ def test_taught_words_are_seldom_seen_words_whose_own_translation_is_a_corrected
     chatty = TableTranslator(write_table(tmp_path / "chatty.tsv", {"red": "红色", "otter": "红色的猫和狗水獭",
                                                                    "tall": "高大", "sailor": "水手"}))
     assert taught_words(corrections, ["的"], chatty) == {}
+    # finetune.scope_words=rare: every seldom-seen word of a correction that put words in, untested, with no terms
+    # (never deferred to the base model); a correction that put nothing in widens nothing
+    assert taught_words(corrections, ["的"], chatty, test=False) == {"otter": [], "red": []}
+    assert taught_words(corrections, ["的"], chatty, {"otter": 3, "red": 500}, rare=10, test=False) == {"otter": []}
+    from repair.edit.scoped import Scope
+
+    rare = Scope("terms", ("the red otter",), 1.0, "/m/base.pt", ("otter",), defer=True)
+    assert not rare.held_right()("an otter", "一只水獭")  # no terms: never held right, so never deferred
+
+
+def test_the_scopes_words_are_taught_or_rare():
+    from repair.errors import UserError
+    from repair.stages.finetune import settings_from_config
+
+    ft = {"lr": 1e-3, "patience": 3, "max_epoch": 2, "repeat": 1, "replay": 0, "scope": "terms"}
+    assert settings_from_config(ft, seed=1).scope_words == "taught"
+    assert settings_from_config({**ft, "scope_words": "rare"}, seed=1).scope_words == "rare"
+    with pytest.raises(UserError, match="finetune.scope_words='all'"):
+        settings_from_config({**ft, "scope_words": "all"}, seed=1)
 
 
 def test_a_rarity_that_is_not_a_count_is_a_user_error():

@@ -48,6 +48,7 @@ class FinetuneSettings:
     stop_tokens: tuple[str, ...] = ()  # scope=terms: Chinese tokens that are not terms (Purity's stop tokens)
     scope_rare: int = 100  # scope=terms: words seen fewer times in the training English may be taught (0: any word)
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
+    scope_words: str = "taught"  # scope=terms: taught | rare: which seldom-seen words of the corrected sources widen it
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
     adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
@@ -63,6 +64,7 @@ class FinetuneSettings:
 
 SELECT = ("loss", "corrections")
 WORDS_EPOCHS = ("selected", "loss")
+SCOPE_WORDS = ("taught", "rare")
 
 
 REPLAY_TARGETS = ("reference", "base")
@@ -90,6 +92,9 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
     words_epoch = ft.get("scope_words_epoch") or "selected"
     if words_epoch not in WORDS_EPOCHS:
         raise UserError(f"finetune.scope_words_epoch={words_epoch!r}: choose one of {', '.join(WORDS_EPOCHS)}")
+    scope_words = ft.get("scope_words") or "taught"
+    if scope_words not in SCOPE_WORDS:
+        raise UserError(f"finetune.scope_words={scope_words!r}: choose one of {', '.join(SCOPE_WORDS)}")
     share = float(ft.get("scope_share") or 1.0)
     if not 0 < share <= 1:
         raise UserError(f"finetune.scope_share={share}: give a number above 0 and at most 1")
@@ -101,7 +106,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
                             select=select, select_fix_rate=float(ft.get("select_fix_rate") or 0.95),
                             loss_rise=float(rise),
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
-                            scope_rare=rare or 0, scope_words_epoch=words_epoch,
+                            scope_rare=rare or 0, scope_words_epoch=words_epoch, scope_words=scope_words,
                             scope_defer=bool(ft.get("scope_defer", False)),
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
@@ -288,7 +293,8 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
                 edited = translator_for.plain(
                     checkpoint.with_checkpoint(words_at or Path(result["best_checkpoint"])))
                 taught = taught_words(corrections, settings.stop_tokens, edited,
-                                      word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare)
+                                      word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare,
+                                      test=settings.scope_words == "taught")
             result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
                                           taught, words_at if taught else None)
         write_json_atomic(result_path, result)
@@ -351,7 +357,7 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
 
 
 def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
-                 rare: int = 0) -> dict[str, list[str]]:
+                 rare: int = 0, test: bool = True) -> dict[str, list[str]]:
     """finetune.scope=terms: the English words of the corrected sources (content words, once each) that the
     model seldom saw and whose own translation the fine-tune taught.
 
@@ -362,7 +368,9 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     tokens aside). Whether the base model can say the word alone is not asked: a word it says alone it may
     still miss in a sentence (as the demo's model says 药剂师 for "pharmacist" and 医生 in sentences). The
     edited model translates the candidates in one batch. Each taught word comes with the terms its translation
-    holds (what finetune.scope_defer looks for in the base model's translation)."""
+    holds (what finetune.scope_defer looks for in the base model's translation). `test=False`
+    (finetune.scope_words=rare): every candidate, untested and with no terms (so never deferred): the scope is
+    then the field the corrections come from, every text holding a word of theirs the model seldom saw."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
     from repair.text import content_words, singular
@@ -380,6 +388,10 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
         log.info("fine-tune: no corrected word is a candidate (seen fewer than finetune.scope_rare=%s times in the "
                  "training English, in a correction that put words in): the scope is the corrected sources", rare)
         return {}
+    if not test:
+        log.info("fine-tune: %s seldom-seen corrected words widen the scope (finetune.scope_words=rare): %s",
+                 len(candidates), " ".join(candidates[:20]) + (" ..." if len(candidates) > 20 else ""))
+        return {w: [] for w in candidates}
     after = edited.translate(candidates)
 
     def mostly_terms(w: str, a: str) -> list[str]:

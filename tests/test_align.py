@@ -277,3 +277,30 @@ def test_the_review_memory_learns_the_terms_a_word_aligns_to(trained):
     assert aligned.terms("the red chair", "红色的盒子") == {"chair": ["椅子"]}
     assert aligned.aligned("we want a white chair .", "我们想要一个白色的椅子。", ["white", "chair", "sofa"]) == {
         "white": "白色", "chair": "椅子", "sofa": None}
+
+
+def test_a_pairs_links_are_made_once_and_read_back(tmp_path, trained):
+    """eflomal takes no seed: the links of a pair aligned after the corpus are kept beside its priors and read back,
+    by the same aligner and by another on the same folder, so two reviews of the same issues project alike."""
+    import shutil
+
+    from repair.review.align import LINKS
+
+    folder = tmp_path / "align"
+    shutil.copytree(trained.folder, folder)
+    (folder / LINKS).unlink(missing_ok=True)
+    items = [("the green box is on the hill .", "绿色的盒子在山上。", "the green box"),
+             ("we want a white chair .", "我们想要一个白色的椅子。", "a white chair")]
+    aligner = PhraseAligner(folder)
+    first = aligner.project(items)
+    lines = (folder / LINKS).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2
+    again = PhraseAligner(folder)
+    assert again.project(items) == first and aligner.project(items[:1]) == first[:1]
+    assert (folder / LINKS).read_text(encoding="utf-8").splitlines() == lines  # nothing aligned again
+    # a new pair is aligned and added; a line a crash cut short is skipped and the next starts afresh
+    with open(folder / LINKS, "a", encoding="utf-8") as f:
+        f.write('{"key": "cut')
+    third = PhraseAligner(folder).project([("the old cup is near the door .", "旧的杯子在门旁边。", "the old cup")])
+    assert third[0].text == "旧的杯子"
+    assert len(PhraseAligner(folder)._known_links()) == 3

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import logging
 import os
 import re
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from repair.errors import UserError
-from repair.fileio import read_json, write_json_atomic, write_text_atomic
+from repair.fileio import json_line, read_json, write_all, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,24 @@ def _eflomal_links(src: list[str], trg: list[str], priors: str | None = None) ->
         return _read_links(fwd), _read_links(rev)
 
 
+LINKS = "links.jsonl"  # the links of pairs aligned after the corpus, one JSON line each, keyed by priors and text
+
+
+def _append_lines(path: Path, lines: Sequence[str]) -> None:
+    """The lines appended in one write and fsynced (another run may append to the same file: each write whole)."""
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size > 0:  # a line a crash cut short: start on a fresh line (it is skipped when read)
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                data = data if f.read(1) == b"\n" else b"\n" + data
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 class PhraseAligner:
     """Word alignment of the run's training corpus (its priors in `folder`), applied to new pairs."""
 
@@ -162,6 +181,7 @@ class PhraseAligner:
         self.priors = str(self.folder / "priors.txt")
         nulls = self.folder / "unlinked.json"
         self.unlinked: dict[str, float] = read_json(nulls) if nulls.exists() else {}
+        self._links: dict[str, tuple[set, set]] | None = None  # LINKS, read when first needed
 
     @classmethod
     def train(cls, pairs: Sequence[tuple[str, str]], folder: str | os.PathLike, *, unit: str = "word",
@@ -186,6 +206,7 @@ class PhraseAligner:
         if not src:
             raise UserError(f"no sentence pairs to learn a word alignment from (for {folder})")
         forward, reverse = _eflomal_links(src, trg)
+        (folder / LINKS).unlink(missing_ok=True)  # links made with other priors
         write_text_atomic(folder / "priors.txt", _priors_text(src, trg, forward, reverse))
         write_json_atomic(folder / "unlinked.json", unlinked_shares(src, forward, reverse))
         seconds = round(time.perf_counter() - started, 2)
@@ -196,12 +217,38 @@ class PhraseAligner:
 
     def links(self, pairs: Sequence[tuple[Sequence[Token], Sequence[Token]]]) -> list[tuple[set, set]]:
         """Per tokenized pair (each side non-empty), aligned with the corpus's priors: the links both directions
-        agree on, and the two directions joined by grow-diag-final-and."""
+        agree on, and the two directions joined by grow-diag-final-and. eflomal samples and takes no seed, so a
+        pair's links are kept in the folder (LINKS) once made and read back by every later run on the same corpus:
+        two reviews of the same issues project, judge and correct them alike."""
         if not pairs:
             return []
-        forward, reverse = _eflomal_links([" ".join(t.text for t in s) for s, _ in pairs],
-                                          [" ".join(t.text for t in t_) for _, t_ in pairs], self.priors)
-        return [(f & r, grow_diag_final_and(f, r)) for f, r in zip(forward, reverse)]
+        src = [" ".join(t.text for t in s) for s, _ in pairs]
+        trg = [" ".join(t.text for t in t_) for _, t_ in pairs]
+        fingerprint = self.info.get("fingerprint", "")
+        keys = [hashlib.sha1(f"{fingerprint}\n{a}\n{b}".encode("utf-8")).hexdigest() for a, b in zip(src, trg)]
+        known = self._known_links()
+        todo = list({k: i for i, k in reversed(list(enumerate(keys))) if k not in known}.values())
+        if todo:
+            forward, reverse = _eflomal_links([src[i] for i in todo], [trg[i] for i in todo], self.priors)
+            rows = []
+            for i, f, r in zip(todo, forward, reverse):
+                known[keys[i]] = (f, r)
+                rows.append(json_line({"key": keys[i], "forward": sorted(f), "reverse": sorted(r)}).rstrip("\n"))
+            _append_lines(self.folder / LINKS, rows)
+        return [(f & r, grow_diag_final_and(f, r)) for f, r in (known[k] for k in keys)]
+
+    def _known_links(self) -> dict[str, tuple[set, set]]:
+        if self._links is None:
+            self._links = {}
+            path = self.folder / LINKS
+            lines = path.read_bytes().decode("utf-8", "replace").splitlines() if path.is_file() else []
+            for line in lines:
+                try:
+                    row = json.loads(line)
+                    self._links[row["key"]] = ({tuple(x) for x in row["forward"]}, {tuple(x) for x in row["reverse"]})
+                except (KeyError, TypeError, ValueError):  # a line a crash cut short: its pair is aligned again
+                    continue
+        return self._links
 
     def project(self, items: Sequence[tuple[str, str, str]]) -> list[Projection | None]:
         """Per (sentence, its reference, a phrase cut from the sentence), the phrase's projection (None where the

@@ -245,7 +245,8 @@ class PhraseAligner:
             for line in lines:
                 try:
                     row = json.loads(line)
-                    self._links[row["key"]] = ({tuple(x) for x in row["forward"]}, {tuple(x) for x in row["reverse"]})
+                    links = ({tuple(x) for x in row["forward"]}, {tuple(x) for x in row["reverse"]})
+                    self._links.setdefault(row["key"], links)  # two runs at once may both add a pair: the first holds
                 except (KeyError, TypeError, ValueError):  # a line a crash cut short: its pair is aligned again
                     continue
         return self._links

@@ -88,7 +88,7 @@ def check_run_config(run_dir: Path, cfg: DictConfig) -> list[str]:
 # keys added later (the finetune ones mostly read only by an adapter fine-tune; the translator ones those of a runtime
 # choice, a family's that has two): a run folder written before they existed resumes
 ADDED_LATER = ("finetune.adapter", "finetune.lora_rank", "finetune.lora_alpha", "finetune.lora_targets",
-               "finetune.lora_lr", "finetune.loss_rise", "finetune.lr_from_model", "finetune.scope_words",
+               "finetune.lora_lr", "finetune.loss_rise", "finetune.lr_from_model", "finetune.scope_words", "finetune.scope_enforce",
                "translator.runtime", "translator.max_sentences", "translator.compute_type", "translator.min_identical",
                "translator.cache_dir", "translator.workers")
 

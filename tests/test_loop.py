@@ -417,3 +417,23 @@ def test_ctranslate2_tests_and_verifies_the_finetuned_model(finished_run, shared
         run_loop(composed(small(shared) + [f"run_dir={tmp_path / 'other'}", "translator=ctranslate2",
                                            f"+translator.model_dir={tmp_path}"]), tmp_path / "other")
     assert not (tmp_path / "other").exists()  # refused before any work
+
+
+def test_an_enforced_scope_makes_a_translation_in_scope_say_the_taught_term(finished_run, shared):
+    """finetune.scope_enforce: a text in the scope whose translation lacks a taught word's terms is searched again by
+    the edited model (here the trained base model itself, searched by fairseq) under the word's first term; a text
+    outside the scope, or one that already holds the term, is translated as before."""
+    from repair.edit.scoped import Scope, ScopedTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
+
+    ckpt = model_checkpoint(finished_run)
+    model = FairseqTranslator(checkpoint=ckpt, data_dir=f"{shared}/data", device="cpu")
+    texts = ["the old teacher", "the red car", "three old teachers"]
+    plain = model.translate(texts)
+    term = "水手"  # a term none of the plain translations holds (the model says teacher otherwise)
+    assert not any(term in t for t in plain)
+    scope = Scope("terms", (), 1.0, ckpt, ("teacher",), terms={"teacher": (term,)}, enforce=True)
+    out = ScopedTranslator(model, model, scope).translate(texts)
+    assert term in out[0] and term in out[2] and out[1] == plain[1]
+    lax = ScopedTranslator(model, model, Scope("terms", (), 1.0, ckpt, ("teacher",), terms={"teacher": (term,)}))
+    assert lax.translate(texts) == plain

@@ -19,7 +19,11 @@ With `defer`, an input holding only taught words keeps the base model's translat
 each word's taught term (`Scope.terms`: what the fine-tuned model says for the word alone): the edit applies where
 the base model errs on what it taught, and what was right stays as it was.
 Where the words checkpoint misses a term too, the edited model's translation is taken if it holds them
-(`ScopedTranslator.second_opinion`).
+(`ScopedTranslator.second_opinion`). With `enforce`, a text in the scope holding a taught word whose translation
+still lacks each of the word's terms is searched again by the edited model with the word's first term as a
+constraint, as a glossary is enforced (`ScopedTranslator.enforced`): a fine-tune that says 水手 for "sailor" in the
+sentences it was corrected in may still say 护士 in a phrase it never saw, and Purity then finds the phrase and its
+sentence at odds.
 
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
@@ -56,6 +60,8 @@ class Scope:
     words_checkpoint: str = ""  # kind=terms: the checkpoint for inputs holding only a taught word ("": the edit's)
     terms: dict = field(default_factory=dict)  # kind=terms: taught word (a final s aside) -> its Chinese terms
     defer: bool = False  # kind=terms: the base model's translation kept where it holds each taught word's term
+    enforce: bool = False  # kind=terms: a text in the scope whose translation lacks a taught word's terms is
+    #                        searched again under the word's first term as a constraint
 
     def __post_init__(self):
         if self.kind not in KINDS[1:]:
@@ -111,7 +117,8 @@ class Scope:
                 **({"words": list(self.words)} if self.words else {}),
                 **({"words_checkpoint": self.words_checkpoint} if self.words_checkpoint else {}),
                 **({"terms": {w: list(t) for w, t in self.terms.items()}} if self.terms else {}),
-                **({"defer": True} if self.defer else {})}
+                **({"defer": True} if self.defer else {}),
+                **({"enforce": True} if self.enforce else {})}
 
     @classmethod
     def read(cls, path: Path) -> "Scope":
@@ -123,7 +130,7 @@ class Scope:
                        fallback=str(raw["fallback"]), words=tuple(str(w) for w in raw.get("words", ())),
                        words_checkpoint=str(raw.get("words_checkpoint") or ""),
                        terms={str(w): tuple(str(t) for t in ts) for w, ts in (raw.get("terms") or {}).items()},
-                       defer=bool(raw.get("defer", False)))
+                       defer=bool(raw.get("defer", False)), enforce=bool(raw.get("enforce", False)))
         except (KeyError, TypeError, ValueError) as e:
             raise UserError(f"{path}: not a scope file ({e}); it needs kind, sources and fallback") from None
         except UserError as e:  # a kind or share it cannot mean
@@ -147,7 +154,7 @@ def scope_of(checkpoint: str | Path) -> Scope | None:
 
 def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: str, sources: Sequence[str],
              words: Sequence[str] | Mapping[str, Sequence[str]] = (), words_checkpoint: str = "",
-             defer: bool = False) -> Scope:
+             defer: bool = False, enforce: bool = False) -> Scope:
     """The scope of a fine-tune on `sources`: a model that is already a scoped edit keeps its fallback and adds
     these sources and taught words (a mapping: each with its terms) to its own; words_checkpoint: this
     fine-tune's checkpoint for the taught words (all of them, an earlier cycle's too)."""
@@ -157,9 +164,9 @@ def extended(previous: Scope | None, kind: str, share: float, base_checkpoint: s
     if previous is not None:
         return Scope(kind, tuple(dict.fromkeys([*previous.sources, *keys])), share, previous.fallback,
                      tuple(dict.fromkeys([*previous.words, *taught])), words_checkpoint,
-                     {**previous.terms, **terms}, defer)
+                     {**previous.terms, **terms}, defer, enforce)
     return Scope(kind, tuple(dict.fromkeys(keys)), share, base_checkpoint, tuple(dict.fromkeys(taught)),
-                 words_checkpoint, terms, defer)
+                 words_checkpoint, terms, defer, enforce)
 
 
 class ScopedTranslator(Translator):
@@ -226,7 +233,40 @@ class ScopedTranslator(Translator):
                           deferred=True, kept=kept, bases=bases)
         if self.right is not None and self.words is not None:
             self.second_opinion(texts, out, kept, bases)
+        if self.scope.enforce and self.scope.terms:
+            self.enforced(texts, out)
         return out
+
+    def missing_terms(self, text: str, translation: str) -> list[str]:
+        """The first term of each taught word `text` holds whose terms `translation` all lacks."""
+        from repair.purity.check import squeeze
+
+        said = squeeze(translation)
+        held = dict.fromkeys(singular(w) for w in source_key(text).split())
+        return [ts[0] for w in held if (ts := [t for t in self.scope.terms.get(w, ()) if t])
+                and not any(t in said for t in ts)]
+
+    def enforced(self, texts: Sequence[str], out: list[str], beam: int = 5) -> None:
+        """scope.enforce: each text in the scope whose translation lacks every term of a taught word it holds
+        searched again by the edited model under those words' first terms (in any order), and the best hypothesis
+        that holds them all taken; where none does (or the model cannot search), the translation stays."""
+        todo = [(i, m) for i, t in enumerate(texts) if self.router(t) != FALLBACK
+                and (m := self.missing_terms(t, out[i]))]
+        if not todo:
+            return
+        searcher, why = self.edited.searcher(beam)
+        if searcher is None:
+            log.info("scope: %d translation(s) lack a taught term, not enforced (%s)", len(todo), why)
+            return
+        found = searcher.translate_constrained([texts[i] for i, _ in todo], [m for _, m in todo],
+                                               ordered=False)
+        taken = 0
+        for (i, m), hyps in zip(todo, found):
+            hit = next((h for h in hyps if h.met and not self.missing_terms(texts[i], h.text)), None)
+            if hit is not None:
+                out[i], taken = hit.text, taken + 1
+        log.info("scope: %d of %d translation(s) that lacked a taught term now hold it (finetune.scope_enforce)",
+                 taken, len(todo))
 
     def second_opinion(self, texts: Sequence[str], out: list[str], kept: dict[int, str], bases: dict[int, str]) -> None:
         """defer with a words checkpoint: a text holding only taught words that the base model misses is

@@ -272,7 +272,7 @@ class Codec:
             lines = [" ".join(p) for p in self.bpe.sp.encode(texts, out_type=str)]
         else:
             lines = [self.bpe.encode(t) for t in texts]
-        if self.fit is None:
+        if self.fit is None or self.bpe is None:  # whole words are the model's units: nothing to spell again
             return lines
         return [line if all(p in self.fit for p in line.split()) else
                 " ".join(fit_pieces(line.split(), self.fit, self.separator, self.cjk_breaks)) for line in lines]

@@ -50,6 +50,7 @@ class FinetuneSettings:
     scope_words_epoch: str = "selected"  # scope=terms: selected | loss: the epoch that translates the taught words
     scope_words: str = "taught"  # scope=terms: taught | rare: which seldom-seen words of the corrected sources widen it
     scope_defer: bool = False  # scope=terms: the base model's translation kept where it holds each taught word's term
+    scope_enforce: bool = False  # scope=terms: a taught word's first term enforced where a translation in scope lacks it
     adapter: str = "lora"  # a family that fine-tunes adapters: lora (a LoRA adapter) | none (every weight)
     lora_rank: int = 4
     lora_alpha: int = 8
@@ -108,6 +109,7 @@ def settings_from_config(ft: dict, *, seed: int, device: str = "auto", threads: 
                             scope=scope, scope_share=share, stop_tokens=tuple(stop_tokens),
                             scope_rare=rare or 0, scope_words_epoch=words_epoch, scope_words=scope_words,
                             scope_defer=bool(ft.get("scope_defer", False)),
+                            scope_enforce=bool(ft.get("scope_enforce", False)),
                             augment=int(ft.get("augment") or 0), augment_repeat=int(ft.get("augment_repeat") or 1),
                             pool=ft.get("pool"),
                             keep=ft.get("keep") or 0, seed=seed, device=device, threads=threads,
@@ -450,14 +452,15 @@ def write_scope(folder: Path, base: "ModelFiles", corrections: list[dict], setti
 
     scope = extended(scope_of(base.checkpoint), settings.scope, settings.scope_share, str(Path(base.checkpoint).resolve()),
                      [c["source"] for c in corrections], taught or {}, str(words_at or ""),
-                     settings.scope == "terms" and settings.scope_defer)
+                     settings.scope == "terms" and settings.scope_defer,
+                     settings.scope == "terms" and settings.scope_enforce)
     write_json_atomic(folder / SCOPE_FILE, scope.as_json())
     log.info("fine-tune: a scoped edit (finetune.scope=%s): the fine-tuned model translates inputs in the scope of "
              "%s corrected sources, %s the rest", scope.kind, len(scope.sources), scope.fallback)
     return {"kind": scope.kind, "share": scope.share, "sources": len(scope.sources), "fallback": scope.fallback,
             **({"words": list(scope.words)} if scope.kind == "terms" else {}),
             **({"words_checkpoint": scope.words_checkpoint} if scope.words_checkpoint else {}),
-            **({"defer": True} if scope.defer else {})}
+            **({"defer": True} if scope.defer else {}), **({"enforce": True} if scope.enforce else {})}
 
 
 class EpochFixes:

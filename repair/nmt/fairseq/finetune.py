@@ -33,15 +33,17 @@ logger = logging.getLogger(__name__)
 
 
 def binarize_pairs(splits: dict[str, Sequence[tuple[str, str]]], files: ModelFiles, out_dir: str | os.PathLike,
-                   *, workers: int = 1) -> Path:
+                   *, workers: int = 1, fit: bool = True) -> Path:
     """Binarize text pairs with a model's own preprocessing and dictionaries (`files`): each split of `splits` into
     <out_dir>/{split}.{src}-{tgt}.{lang}.{bin,idx}, the dictionaries beside them. Returns out_dir,
-    a folder fairseq's translation task can train on with the model's own vocabulary.
+    a folder fairseq's translation task can train on with the model's own vocabulary. `fit`: the targets spelt with
+    the pieces the target dictionary holds (what the model can write; Codec's `fit`); the checks of an encoding
+    measure it without (a wrong encoding re-spelt into the dictionary's pieces would look less wrong than it is).
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     sides = (files.src, files.tgt)
-    codecs = [Codec(files.src), Codec(files.tgt, fit=dictionary_symbols(files.tgt.dict))]  # targets as the model writes them
+    codecs = [Codec(files.src), Codec(files.tgt, fit=dictionary_symbols(files.tgt.dict) if fit else None)]
     dicts = [load_dictionary(side.dict) for side in sides]
     prefix = f"{files.src.lang}-{files.tgt.lang}"
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=".binarize.") as tmp:
@@ -262,6 +264,10 @@ def small_batches(base_state: dict, data: Path, langs: tuple[str, str], updates:
     return max(sum(longest) // updates, max(longest))
 
 
+def unfitted_binarize(splits, files: ModelFiles, out_dir) -> Path:
+    return binarize_pairs(splits, files, out_dir, fit=False)
+
+
 def checked_data(base: ModelFiles, base_state: dict, save_dir: Path, train_pairs, valid_pairs, probe_pairs,
                  encoding_check: float) -> tuple[Path, dict]:
     """The fine-tune's data folder (train, valid and the corrections alone, encoded as the base model's own), checked
@@ -271,7 +277,12 @@ def checked_data(base: ModelFiles, base_state: dict, save_dir: Path, train_pairs
     if not (data / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
         splits = {"train": list(train_pairs), "valid": list(valid_pairs)}
         binarize_pairs({**splits, **({PROBE: list(probe_pairs)} if probe_pairs else {})}, base, data)
-    checked: dict = {"encoding": check_encoding(base, base_state, data, valid_pairs, encoding_check, binarize_pairs)}
+    # the encoding is checked as the base model's preprocessing writes it, the targets not fitted to the dictionary
+    check = data / "encoding_check"
+    if encoding_check and valid_pairs and not (check / f"valid.{base.src.lang}-{base.tgt.lang}.{base.tgt.lang}.bin").is_file():
+        binarize_pairs({"valid": list(valid_pairs)}, base, check, fit=False)
+    checked: dict = {"encoding": check_encoding(base, base_state, check if check.is_dir() else data, valid_pairs,
+                                                encoding_check, unfitted_binarize)}
     before = probe_loss(base_state, base, save_dir, base_state) if probe_pairs else None
     if before is not None:
         checked["probe_loss_before"] = before

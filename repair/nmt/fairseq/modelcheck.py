@@ -65,7 +65,7 @@ def sample_loss(files: ModelFiles, state: dict, pairs: Sequence[tuple[str, str]]
 
     with tempfile.TemporaryDirectory(prefix="modelcheck-") as tmp:
         try:
-            binarize_pairs({"valid": list(pairs)}, files, Path(tmp))
+            binarize_pairs({"valid": list(pairs)}, files, Path(tmp), fit=False)
         except UserError as e:
             log.warning("model check: the validation sample could not be encoded (%s)", e)
             return None

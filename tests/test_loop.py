@@ -430,8 +430,8 @@ def test_an_enforced_scope_makes_a_translation_in_scope_say_the_taught_term(fini
     model = FairseqTranslator(checkpoint=ckpt, data_dir=f"{shared}/data", device="cpu")
     texts = ["the old teacher", "the red car", "three old teachers"]
     plain = model.translate(texts)
-    term = "水手"  # a term none of the plain translations holds (the model says teacher otherwise)
-    assert not any(term in t for t in plain)
+    term = "猫"  # a word of the grammar the model writes, which none of the plain translations holds
+    assert not any(term in t for t in plain) and term in model.translate(["the black cat"])[0]
     scope = Scope("terms", (), 1.0, ckpt, ("teacher",), terms={"teacher": (term,)}, enforce=True)
     out = ScopedTranslator(model, model, scope).translate(texts)
     assert term in out[0] and term in out[2] and out[1] == plain[1]

@@ -19,8 +19,8 @@ With `defer`, an input holding only taught words keeps the base model's translat
 each word's taught term (`Scope.terms`: what the fine-tuned model says for the word alone): the edit applies where
 the base model errs on what it taught, and what was right stays as it was.
 Where the words checkpoint misses a term too, the edited model's translation is taken if it holds them
-(`ScopedTranslator.second_opinion`). With `enforce`, a text in the scope holding a taught word whose translation
-still lacks each of the word's terms is searched again by the edited model with the word's first term as a
+(`ScopedTranslator.second_opinion`). With `enforce`, a text holding a taught word (and no corrected source) whose
+translation still lacks each of the word's terms is searched again by the edited model with the word's first term as a
 constraint, as a glossary is enforced (`ScopedTranslator.enforced`): a fine-tune that says 水手 for "sailor" in the
 sentences it was corrected in may still say 护士 in a phrase it never saw, and Purity then finds the phrase and its
 sentence at odds.
@@ -247,11 +247,11 @@ class ScopedTranslator(Translator):
                 and not any(t in said for t in ts)]
 
     def enforced(self, texts: Sequence[str], out: list[str], beam: int = 5) -> None:
-        """scope.enforce: each text in the scope whose translation lacks every term of a taught word it holds
-        searched again by the edited model under those words' first terms (in any order), and the best hypothesis
+        """scope.enforce: each text in the scope holding taught words and no corrected source whose translation
+        lacks every term of a taught word it holds searched again by the edited model under those words' first terms (in any order), and the best hypothesis
         that holds them all taken; where none does (or the model cannot search), the translation stays."""
-        todo = [(i, m) for i, t in enumerate(texts) if self.router(t) != FALLBACK
-                and (m := self.missing_terms(t, out[i]))]
+        # texts holding a corrected source say what its correction says (which may write the word otherwise)
+        todo = [(i, m) for i, t in enumerate(texts) if self.router(t) == WORDS and (m := self.missing_terms(t, out[i]))]
         if not todo:
             return
         searcher, why = self.edited.searcher(beam)

@@ -60,8 +60,8 @@ class Scope:
     words_checkpoint: str = ""  # kind=terms: the checkpoint for inputs holding only a taught word ("": the edit's)
     terms: dict = field(default_factory=dict)  # kind=terms: taught word (a final s aside) -> its Chinese terms
     defer: bool = False  # kind=terms: the base model's translation kept where it holds each taught word's term
-    enforce: bool = False  # kind=terms: a text in the scope whose translation lacks a taught word's terms is
-    #                        searched again under the word's first term as a constraint
+    enforce: bool = False  # kind=terms: a text holding taught words and no corrected source whose translation lacks
+    #                        a taught word's terms is searched again under the word's first term as a constraint
 
     def __post_init__(self):
         if self.kind not in KINDS[1:]:

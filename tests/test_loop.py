@@ -437,3 +437,35 @@ def test_an_enforced_scope_makes_a_translation_in_scope_say_the_taught_term(fini
     assert term in out[0] and term in out[2] and out[1] == plain[1]
     lax = ScopedTranslator(model, model, Scope("terms", (), 1.0, ckpt, ("teacher",), terms={"teacher": (term,)}))
     assert lax.translate(texts) == plain
+
+
+def test_an_enforced_term_is_put_in_with_the_least_change_to_the_base_translation(finished_run, shared):
+    """finetune.scope_enforce with an edited model other than the base: both models are searched under the term,
+    and of the hypotheses that hold it the one closest to the base model's translation is taken, so that a sentence
+    still reads as its phrases (which hold no taught word and stay with the base model) do."""
+    from difflib import SequenceMatcher
+
+    from repair.edit.scoped import Scope, ScopedTranslator
+    from repair.nmt.fairseq.translator import FairseqTranslator
+
+    base_ckpt = model_checkpoint(finished_run)
+    tuned_ckpt = finished_run / "cycle1/finetune/checkpoint_best.pt"
+    base = FairseqTranslator(checkpoint=base_ckpt, data_dir=f"{shared}/data", device="cpu")
+    tuned = FairseqTranslator(checkpoint=str(tuned_ckpt), data_dir=f"{shared}/data", device="cpu")
+    texts = ["the old teacher beside the red car", "the red car"]
+    term = "猫"
+    plain = base.translate(texts)
+    assert not any(term in t for t in plain)
+    scope = Scope("terms", (), 1.0, base_ckpt, ("teacher",), terms={"teacher": (term,)}, enforce=True)
+    out = ScopedTranslator(tuned, base, scope).translate(texts)
+    assert term in out[0] and out[1] == plain[1]
+
+    def closeness(x: str) -> float:
+        return SequenceMatcher(None, plain[0], x, autojunk=False).ratio()
+
+    searched = {m: [h.text for h in m.translate_constrained(texts[:1], [[term]], ordered=False)[0] if h.met]
+                for m in (tuned, base)}
+    assert out[0] in searched[tuned] + searched[base]
+    # at least as close to the base translation as the edited model's own best hypothesis that holds the term
+    assert searched[tuned] and closeness(out[0]) >= closeness(searched[tuned][0])
+    assert closeness(out[0]) == max(map(closeness, searched[tuned] + searched[base]))

@@ -218,6 +218,21 @@ def test_defer_keeps_the_base_translation_where_it_already_holds_each_taught_ter
     assert eager.translate(texts[:1]) == ["W:two otters swam"]
 
 
+def test_an_enforced_word_is_searched_under_its_longest_term(tmp_path):
+    """A taught word's terms may hold a suffix a correction put in beside the word (们 beside 水手 for "sailors"):
+    the constraint is the word's longest term, and a translation holding any of its terms does not lack it; a word
+    whose longest terms are several is not enforced."""
+    edited = TableTranslator(write_table(tmp_path / "edited.tsv", {"x": "y"}))
+    scope = extended(None, "terms", 1.0, "/b.pt", [], {"sailors": ["们", "水手"], "otter": ["水獭"],
+                                                        "white": ["只", "屋顶", "白鸽"]}, enforce=True)
+    scoped = ScopedTranslator(edited, edited, scope)
+    assert scoped.missing_terms("the old sailor and an otter", "老护士和一只猫") == ["水手", "水獭"]
+    # two longest terms: which is the word's own the terms do not say, so it is not enforced
+    assert scoped.missing_terms("the white otter", "红色的猫") == ["水獭"]
+    assert scoped.missing_terms("the old sailors", "老护士们") == []
+    assert scoped.missing_terms("a blue car", "蓝色的车") == []
+
+
 def test_defer_takes_the_edited_models_translation_where_the_words_model_misses_a_taught_term(tmp_path):
     """A text holding only taught words that the base model misses: of the words model's and the edited model's
     translations, those holding every taught term compete, the closest to the base model's is taken; neither

@@ -20,7 +20,7 @@ from repair.review.align import PhraseAligner
 from repair.stats import squeeze
 
 DEMO_BUILD = {"seed": 1, "n_train": 30000, "n_fragments": 20000, "n_valid": 800, "n_test": 500, "n_purity": 225,
-              "domain": 0.3}  # conf/data/demo.yaml's build block
+              "domain": 0.3}  # conf/data/demo.yaml's build block when measured (the demo's first 225 Purity sentences)
 
 
 def demo_pairs(folder: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str, str]], dict[str, str]]:

@@ -20,10 +20,10 @@ each word's taught term (`Scope.terms`: what the fine-tuned model says for the w
 the base model errs on what it taught, and what was right stays as it was.
 Where the words checkpoint misses a term too, the edited model's translation is taken if it holds them
 (`ScopedTranslator.second_opinion`). With `enforce`, a text holding a taught word (and no corrected source) whose
-translation still lacks each of the word's terms is searched again by the edited model with the word's first term as a
-constraint, as a glossary is enforced (`ScopedTranslator.enforced`): a fine-tune that says 水手 for "sailor" in the
-sentences it was corrected in may still say 护士 in a phrase it never saw, and Purity then finds the phrase and its
-sentence at odds.
+translation still lacks each of the word's terms is searched again by the edited and the base model with the word's
+term as a constraint, as a glossary is enforced, and the hypothesis closest to the base model's translation taken
+(`ScopedTranslator.enforced`): a fine-tune that says 水手 for "sailor" in the sentences it was corrected in may still
+say 护士 in a phrase it never saw, and Purity then finds the phrase and its sentence at odds.
 
 A fine-tune with `finetune.scope` other than `all` writes `scope.json` beside its checkpoint; the loop then
 serves that checkpoint as a `ScopedTranslator` over it and the base model the scope names (`fallback`).
@@ -61,7 +61,7 @@ class Scope:
     terms: dict = field(default_factory=dict)  # kind=terms: taught word (a final s aside) -> its Chinese terms
     defer: bool = False  # kind=terms: the base model's translation kept where it holds each taught word's term
     enforce: bool = False  # kind=terms: a text holding taught words and no corrected source whose translation lacks
-    #                        a taught word's terms is searched again under the word's first term as a constraint
+    #                        a taught word's terms is searched again under the word's term as a constraint
 
     def __post_init__(self):
         if self.kind not in KINDS[1:]:
@@ -234,37 +234,64 @@ class ScopedTranslator(Translator):
         if self.right is not None and self.words is not None:
             self.second_opinion(texts, out, kept, bases)
         if self.scope.enforce and self.scope.terms:
-            self.enforced(texts, out)
+            self.enforced(texts, out, bases)
         return out
 
     def missing_terms(self, text: str, translation: str) -> list[str]:
-        """The first term of each taught word `text` holds whose terms `translation` all lacks."""
+        """The term of each taught word `text` holds whose terms `translation` all lacks: the word's longest term (a
+        word's terms may include a suffix a correction put in beside it, 们 beside 水手 for "sailor"), and no word
+        whose longest terms are several (a sentence correction's other words, learnt along with the word: which one
+        is its translation the terms do not say)."""
         from repair.purity.check import squeeze
 
         said = squeeze(translation)
         held = dict.fromkeys(singular(w) for w in source_key(text).split())
-        return [ts[0] for w in held if (ts := [t for t in self.scope.terms.get(w, ()) if t])
-                and not any(t in said for t in ts)]
+        out = []
+        for w in held:
+            ts = [t for t in self.scope.terms.get(w, ()) if t]
+            longest = [t for t in ts if len(t) == max(map(len, ts))] if ts else []
+            if len(longest) == 1 and not any(t in said for t in ts):
+                out.append(longest[0])
+        return out
 
-    def enforced(self, texts: Sequence[str], out: list[str], beam: int = 5) -> None:
+    def enforced(self, texts: Sequence[str], out: list[str], bases: dict[int, str] | None = None,
+                 beam: int = 5) -> None:
         """scope.enforce: each text in the scope holding taught words and no corrected source whose translation
-        lacks every term of a taught word it holds searched again by the edited model under those words' first terms (in any order), and the best hypothesis
-        that holds them all taken; where none does (or the model cannot search), the translation stays."""
+        lacks every term of a taught word it holds is searched again under those words' terms (the longest of
+        each word's, in any order), by the edited model and by the base model (a glossary on the model that
+        translates the text's phrases that hold no taught word); of the hypotheses that hold them all, the one
+        closest to the base model's translation is taken (the least changed besides the taught words, so that
+        the text still reads as its phrases do). Where none holds them (or no model can search), the
+        translation stays. `bases`: the base model's translations already made (routes(deferred=True))."""
+        from difflib import SequenceMatcher
+
         # texts holding a corrected source say what its correction says (which may write the word otherwise)
         todo = [(i, m) for i, t in enumerate(texts) if self.router(t) == WORDS and (m := self.missing_terms(t, out[i]))]
         if not todo:
             return
-        searcher, why = self.edited.searcher(beam)
-        if searcher is None:
+        sources, constraints = [texts[i] for i, _ in todo], [m for _, m in todo]
+        found: list[list] = [[] for _ in todo]
+        why = ""
+        for model in dict.fromkeys((self.edited, self.fallback)):  # one model where both are the same
+            searcher, why_not = model.searcher(beam)
+            if searcher is None:
+                why = why or why_not
+                continue
+            for hyps, more in zip(found, searcher.translate_constrained(sources, constraints, ordered=False)):
+                hyps.extend(more)
+        if not any(found):
             log.info("scope: %d translation(s) lack a taught term, not enforced (%s)", len(todo), why)
             return
-        found = searcher.translate_constrained([texts[i] for i, _ in todo], [m for _, m in todo],
-                                               ordered=False)
+        bases = dict(bases or {})
+        missing = [i for i, _ in todo if i not in bases]
+        for i, b in zip(missing, self.fallback.translate([texts[i] for i in missing]) if missing else ()):
+            bases[i] = b
         taken = 0
-        for (i, m), hyps in zip(todo, found):
-            hit = next((h for h in hyps if h.met and not self.missing_terms(texts[i], h.text)), None)
-            if hit is not None:
-                out[i], taken = hit.text, taken + 1
+        for (i, _), hyps in zip(todo, found):
+            held = [h.text for h in hyps if h.met and not self.missing_terms(texts[i], h.text)]
+            if held:
+                out[i] = max(held, key=lambda x: SequenceMatcher(None, bases[i], x, autojunk=False).ratio())
+                taken += 1
         log.info("scope: %d of %d translation(s) that lacked a taught term now hold it (finetune.scope_enforce)",
                  taken, len(todo))
 

@@ -18,7 +18,7 @@ logger = logging.getLogger("repair.data.demo")
 # Bump when the grammar or lexicon changes, so that an existing build is regenerated.
 DEMO_VERSION = 3
 
-DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=225)
+DEFAULT_SIZES = dict(n_train=30000, n_fragments=20000, n_valid=800, n_test=500, n_purity=345)
 
 
 def _params(seed: int, sizes: dict[str, int], domain: float = 0.0) -> dict:

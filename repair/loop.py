@@ -182,8 +182,7 @@ def run_loop(cfg: DictConfig, run_dir: Path, command: str = "python -m repair.lo
         with run.stage("finetune"):
             ft = finetune.run(cdir / "finetune", model, corrections, data.dir, finetune_settings(cfg, heldout),
                               cdir / "test", tested["issues"], translators(model), translators,
-                              translators.family_of(model),
-                              review.projection_aligner(plain(cfg.review).get("projection"), data.dir))
+                              translators.family_of(model))
         with run.stage("verify"):
             verified = verify.run(cdir / "verify", model, cdir / "finetune", corrections, tested, data, purity,
                                   verify_settings, indices, heldout, cycles[-1]["verify"] if cycles else None)

@@ -279,23 +279,6 @@ def test_the_review_memory_learns_the_terms_a_word_aligns_to(trained):
         "white": "白色", "chair": "椅子", "sofa": None}
 
 
-def test_a_taught_words_terms_are_those_it_aligns_to(trained, tmp_path):
-    """finetune.scope=terms with the run's alignment (review.projection on): a corrected word's terms are the
-    correction's terms in the stretch it aligns to, not every term the sentence's correction put in."""
-    from repair.purity.translators import TableTranslator
-    from repair.stages.finetune import taught_words
-
-    table = tmp_path / "edited.tsv"
-    table.write_text("white\t白色 椅子\nchair\t椅子\nwant\t想要\n", encoding="utf-8")
-    edited = TableTranslator(str(table))
-    stop = ["的", "了", "，", "。"]
-    c = {"source": "we want a white chair .", "translation": "我们想要一个红色的盒子。",
-         "correction": "我们想要一个白色的椅子。"}
-    assert taught_words([c], stop, edited) == {"chair": ["椅子"], "white": ["椅子", "白色"]}
-    # "white", said 白色 椅子 alone, is mostly its own term only without the alignment (椅子 is chair's)
-    assert taught_words([c], stop, edited, aligner=trained) == {"chair": ["椅子"]}
-
-
 def test_a_pairs_links_are_made_once_and_read_back(tmp_path, trained):
     """eflomal takes no seed: the links of a pair aligned after the corpus are kept beside its priors and read back,
     by the same aligner and by another on the same folder, so two reviews of the same issues project alike."""

@@ -230,13 +230,12 @@ def distilled(parts: dict[str, list[tuple[str, str]]], settings: FinetuneSetting
 
 def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: Path, settings: FinetuneSettings,
         test_dir: Path | None = None, issues: list[dict] = (), translator=None, translator_for=None,
-        family: "ModelFamily | None" = None, aligner=None) -> dict:
+        family: "ModelFamily | None" = None) -> dict:
     """Fine-tunes `checkpoint` on the corrections (see finetune_parts) into `out` with its family's fine-tune
     (repair.face; default: the registered family whose model it is); the result (best checkpoint, curve) is read
     back on a resumed run. The training pairs are written to out/sources.jsonl. translator: the base model's (its
     `translate(texts)`), for finetune.replay_target=base and augment; translator_for: the loop's Translators
-    (translator_for(model), translator_for.plain(model)), for finetune.select=corrections and scope=terms.
-    aligner(): the run's word alignment (review.projection) or None, asked for only by scope=terms (taught_words)."""
+    (translator_for(model), translator_for.plain(model)), for finetune.select=corrections and scope=terms."""
     from repair.data.prepare import read_clean_pairs
     from repair.face import owner_of
 
@@ -297,8 +296,7 @@ def run(out: Path, checkpoint: "ModelFiles", corrections: list[dict], data_dir: 
                     checkpoint.with_checkpoint(words_at or Path(result["best_checkpoint"])))
                 taught = taught_words(corrections, settings.stop_tokens, edited,
                                       word_counts(data_dir) if settings.scope_rare else None, settings.scope_rare,
-                                      test=settings.scope_words == "taught",
-                                      aligner=aligner() if aligner is not None else None)
+                                      test=settings.scope_words == "taught")
             result["scope"] = write_scope(Path(result["best_checkpoint"]).parent, checkpoint, corrections, settings,
                                           taught, words_at if taught else None)
         write_json_atomic(result_path, result)
@@ -361,7 +359,7 @@ def with_warnings(result: dict, out: Path, base: "ModelFiles", settings: Finetun
 
 
 def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str, int] | None = None,
-                 rare: int = 0, test: bool = True, aligner=None) -> dict[str, list[str]]:
+                 rare: int = 0, test: bool = True) -> dict[str, list[str]]:
     """finetune.scope=terms: the English words of the corrected sources (content words, once each) that the
     model seldom saw and whose own translation the fine-tune taught.
 
@@ -374,14 +372,9 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     edited model translates the candidates in one batch. Each taught word comes with the terms its translation
     holds (what finetune.scope_defer looks for in the base model's translation). `test=False`
     (finetune.scope_words=rare): every candidate, untested and with no terms (so never deferred): the scope is
-    then the field the corrections come from, every text holding a word of theirs the model seldom saw.
-    `aligner` (a repair.review.align.PhraseAligner, where review.projection is on): a word's terms are only those of
-    a correction that lie in the stretch the word aligns to (a correction from a sentence reference rewrites much
-    more than the word: without it, "white" took 屋顶 and 白鸽 from one correction); none where it aligns to nothing
-    sure enough."""
+    then the field the corrections come from, every text holding a word of theirs the model seldom saw."""
     from repair.measures import correction_terms
     from repair.purity.rti import english_stopwords
-    from repair.review.align import aligned_stretches
     from repair.text import content_words, singular
     from repair.stats import squeeze
 
@@ -389,15 +382,9 @@ def taught_words(corrections: list[dict], stop_tokens, edited, seen: Mapping[str
     terms_of: dict[str, set[str]] = {}
     for c in corrections:
         terms = set(correction_terms([c], stop_tokens))
-        words = [w for w in content_words(c["source"], stop) if seen is None or seen.get(singular(w), 0) < rare] \
-            if terms else []
-        spans = aligned_stretches(aligner, c["source"], c["correction"], [singular(w) for w in words]) \
-            if aligner is not None and words else None
-        for w in words:
-            span = spans.get(singular(w)) if spans is not None else None
-            mine = terms if spans is None else {t for t in terms if span and (t in span or span in t)}
-            if mine:
-                terms_of.setdefault(w, set()).update(mine)
+        for w in content_words(c["source"], stop) if terms else ():
+            if seen is None or seen.get(singular(w), 0) < rare:
+                terms_of.setdefault(w, set()).update(terms)
     candidates = sorted(terms_of)
     if not candidates:
         log.info("fine-tune: no corrected word is a candidate (seen fewer than finetune.scope_rare=%s times in the "

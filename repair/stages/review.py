@@ -125,16 +125,6 @@ def phrase_aligner(data_dir: Path | None):
     return make
 
 
-def projection_aligner(block, data_dir: Path | None):
-    """A callable giving the run's word alignment where review.projection is on (`block`: its settings), else
-    None: what the fine-tune's taught words are aligned with (repair.stages.finetune.taught_words)."""
-    projection = projection_options(block)
-    if not projection["enabled"]:
-        return None
-    make = phrase_aligner(data_dir)
-    return lambda: make(projection["unit"], projection["max_sentences"])
-
-
 MEMORY_DEFAULTS = {"enabled": True, "rare": 100, "beam": 5, "slack": 2, "swaps": 8}
 
 

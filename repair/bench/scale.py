@@ -4,7 +4,8 @@ How the loop's cost grows with its work, on one machine: the demo's stages at 1x
 data is built once with enough Purity sentences for the largest size (data.build.n_purity = holdout + tested x the
 largest size; the grammar draws them after the corpus, so the corpus and the model are the demo's own) and its model
 trained once (`--out`/checkpoints, reused by every size and by a later run of the benchmark). Size k tests the first
-holdout + tested x k sentences (purity.input): 120 held out, 105 x k tested; 1x is the demo's own input.
+holdout + tested x k sentences (purity.input): 120 held out, 105 x k tested; 1x is the demo's input as measured
+(it holds out 240 since; `--holdout 240` for that).
 Each stage of each size runs in a process of its own (`python -m repair.bench.stage`, the loop's code stopped after
 that stage), so that its wall-clock seconds, CPU seconds and peak resident memory (the process's ru_maxrss) are its
 own: test (Purity), review (the oracle, with the review memory), page (the issues served by `python -m
@@ -329,7 +330,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="data/, checkpoints/ and model/ (reused), runs/ (emptied at the start), scale.json, scale.png")
     p.add_argument("--sizes", default="1,3,10", help="multiples of the demo's work, comma-separated")
     p.add_argument("--tested", type=int, default=105, help="sentences tested at 1x (the demo's 105)")
-    p.add_argument("--holdout", type=int, default=120, help="sentences held out at every size (the demo's 120)")
+    p.add_argument("--holdout", type=int, default=120, help="sentences held out at every size (120, as measured)")
     p.add_argument("--finetune-epochs", type=int, default=8,
                    help="finetune.max_epoch at every size (the cap; the demo's 1x run stops at 8 here)")
     p.add_argument("--model-epochs", type=int, default=5,

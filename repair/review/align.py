@@ -283,24 +283,6 @@ class PhraseAligner:
         return out
 
 
-def aligned_stretches(aligner: "PhraseAligner", source: str, correction: str, words: Sequence[str],
-                      min_confidence: float = 0.5) -> dict[str, str | None]:
-    """Per word of `source` (as `words` spells it: lower case, singular), the stretch of `correction` it aligns to
-    (spaces squeezed out), None where it aligns to nothing with `min_confidence`."""
-    from repair.stats import squeeze
-    from repair.text import singular
-
-    written: dict[str, str] = {}
-    for token in re.findall(r"[A-Za-z][A-Za-z'-]*", source):  # the word as the sentence writes it
-        written.setdefault(singular(token.lower()), token)
-    asked = [w for w in words if w in written]
-    found = aligner.project([(source, correction, written[w]) for w in asked]) if asked else []
-    out: dict[str, str | None] = dict.fromkeys(words)
-    for w, p in zip(asked, found):
-        out[w] = squeeze(p.text) if p is not None and p.text and p.confidence >= min_confidence else None
-    return out
-
-
 def unlinked_shares(src: list[str], forward: list, reverse: list) -> dict[str, float]:
     """Per English word of the aligned lines, the share of its occurrences with no link both directions agree on."""
     seen: dict[str, int] = {}

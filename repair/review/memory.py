@@ -112,9 +112,19 @@ class ReviewMemory:
     def aligned(self, source: str, correction: str, words: Sequence[str]) -> dict[str, str | None]:
         """Per word of `source` (as `words` spells it: lower case, singular), the stretch of `correction` it aligns
         to, None where none is sure enough."""
-        from repair.review.align import aligned_stretches
+        import re
 
-        return aligned_stretches(self.aligner, source, correction, words, self.min_confidence)
+        from repair.text import singular
+
+        written = {}
+        for token in re.findall(r"[A-Za-z][A-Za-z'-]*", source):  # the word as the sentence writes it
+            written.setdefault(singular(token.lower()), token)
+        asked = [w for w in words if w in written]
+        found = self.aligner.project([(source, correction, written[w]) for w in asked]) if asked else []
+        out: dict[str, str | None] = dict.fromkeys(words)
+        for w, p in zip(asked, found):
+            out[w] = squeeze(p.text) if p is not None and p.text and p.confidence >= self.min_confidence else None
+        return out
 
     def measure_word(self, term: str) -> str | None:
         """The measure word the corrections so far put before `term`: at least two of them, two thirds or more."""
